@@ -1,0 +1,5 @@
+import sys
+
+from equiv.cli import main
+
+sys.exit(main())

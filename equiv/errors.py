@@ -1,0 +1,31 @@
+"""Every exception equiv raises, under one root class.
+
+``InvalidArgument`` also subclasses ``ValueError`` and ``CandidateLoadError`` also subclasses
+``ImportError``, so callers can catch either the project's class or the builtin one. The CLI
+turns any ``UsageError`` into one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+
+class EquivError(Exception):
+    """Root of every error raised by equiv."""
+
+
+class UsageError(EquivError):
+    """The caller asked for something that cannot be done: exit code 2 at the CLI."""
+
+
+class InvalidArgument(UsageError, ValueError):
+    """An argument has a bad value; the message names it, shows it and says the fix."""
+
+
+class CandidateLoadError(UsageError, ImportError):
+    """A candidate spec could not be turned into a callable."""
+
+
+class NoDeviceError(UsageError, RuntimeError):
+    """A device the command needs (a CUDA GPU) is not present."""
+
+
+class MissingDependency(UsageError, ImportError):
+    """An optional dependency (Triton, matplotlib) is not installed; the message says how."""

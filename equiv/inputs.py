@@ -1,0 +1,199 @@
+"""Input recipes: a small description that a deterministic generator turns into logits.
+
+A full-size row (V = 129280) cannot be drawn element by element, so tests, the report and the
+gate describe inputs by a ``Recipe`` -- family, seed, batch, vocab, dtype, scale, shift, number
+of ties, where the specials go, padding of the row stride -- and ``Recipe.build()`` makes the
+tensor. The same recipe gives bit-identical logits on every device: values are drawn with
+NumPy's PCG64 on the CPU, cast to the dtype, edited there, then moved.
+
+The string form (``str(recipe)``, ``Recipe.parse``) is what ``REPRO:`` lines carry:
+``gaussian:seed=3,batch=4,vocab=129280,dtype=bfloat16``.
+
+Families (``FAMILIES``)
+- ``gaussian``: ``scale * N(0, 1) + shift`` (shift < 0 gives all-negative rows).
+- ``zipf``: LM-like logits, ``-1.1 * scale * log(rank)`` over a random permutation plus noise.
+- ``dominant``: gaussian with one token ``12 * scale`` above the rest (p_top1 close to 1).
+- ``near_uniform``: a constant plus noise of relative size 1e-6 (every probability ~ 1/V).
+- ``ties_max``: gaussian with ``ties`` (>= 2) entries equal to the row maximum, at ``position``
+  ``first``, ``last``, ``tail`` (the last block of the row) or ``random``.
+- ``near_ties``: gaussian whose top ``ties`` entries are 1 ULP of the dtype apart.
+- ``neginf_pad``: gaussian whose last ``specials`` entries (default V // 8) are -inf, as vocab
+  padding.
+- ``poison_mix``: a healthy gaussian batch with rows poisoned in turn: one NaN, one +inf, two
+  +inf, all -inf (``specials`` of them, default 4, at seed-chosen rows).
+- ``huge``: gaussian plus a shift of +-(scale * 1e4): a missing max-subtraction overflows.
+- ``subnormal``: float32 subnormal magnitudes (about 1e-40): softmax is uniform to rounding.
+- ``bf16_quantized``: gaussian values rounded to bfloat16, kept in the recipe's dtype: many
+  exact ties.
+
+``pad > 0`` makes the rows non-contiguous: the logits are ``buffer[:, :V]`` of a ``[B, V + pad]``
+buffer whose padding holds garbage (large values that would win if read).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from equiv.errors import InvalidArgument
+from equiv.validation import check_choice, check_float, check_int
+
+DTYPES = ("float32", "bfloat16", "float16")
+POSITIONS = ("first", "last", "tail", "random")
+FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties", "neginf_pad",
+            "poison_mix", "huge", "subnormal", "bf16_quantized")
+# Families whose rows are all healthy and finite (safe for metamorphic properties on values).
+HEALTHY_FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties",
+                    "huge", "subnormal", "bf16_quantized")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A replayable description of a ``[batch, vocab]`` logits tensor (see module docstring)."""
+
+    family: str = "gaussian"
+    seed: int = 0
+    batch: int = 4
+    vocab: int = 129280
+    dtype: str = "float32"
+    scale: float = 1.0
+    shift: float = 0.0
+    ties: int = 2
+    position: str = "random"
+    specials: int = 0
+    pad: int = 0
+
+    def __post_init__(self):
+        check_choice("family", self.family, FAMILIES)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("position", self.position, POSITIONS)
+        check_int("seed", self.seed, min_value=0)
+        check_int("batch", self.batch, min_value=0)
+        check_int("vocab", self.vocab, min_value=1)
+        check_int("ties", self.ties, min_value=1)
+        check_int("specials", self.specials, min_value=0)
+        check_int("pad", self.pad, min_value=0)
+        check_float("scale", self.scale, min_value=0.0, exclusive_min=True)
+        check_float("shift", self.shift)
+
+    def __str__(self) -> str:
+        defaults = Recipe()
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
+                 if f.name != "family" and (f.name in ("seed", "batch", "vocab", "dtype")
+                                            or getattr(self, f.name) != getattr(defaults, f.name))]
+        return f"{self.family}:" + ",".join(parts)
+
+    @classmethod
+    def parse(cls, text: str) -> "Recipe":
+        """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
+        text = str(text).strip()
+        family, _, rest = text.partition(":")
+        kwargs: dict = {"family": family.strip() or "gaussian"}
+        types = {f.name: f.type for f in fields(cls)}
+        for item in filter(None, (s.strip() for s in rest.split(","))):
+            key, eq, value = item.partition("=")
+            key = key.strip()
+            if not eq or key not in types or key == "family":
+                raise InvalidArgument(
+                    f"recipe item {item!r} in {text!r} is invalid: write key=value with key one of "
+                    f"{', '.join(n for n in types if n != 'family')}")
+            conv = {"int": int, "float": float}.get(str(types[key]), str)
+            try:
+                kwargs[key] = conv(value.strip())
+            except ValueError:
+                raise InvalidArgument(
+                    f"recipe item {item!r}: {key} must be {types[key]}, got {value!r}") from None
+        return cls(**kwargs)
+
+    def with_(self, **changes) -> "Recipe":
+        return replace(self, **changes)
+
+    def build(self, device="cpu"):
+        """The logits tensor, ``[batch, vocab]`` of ``dtype`` on ``device``."""
+        return build(self, device)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def _positions(rng, r: Recipe, n: int) -> np.ndarray:
+    n = min(n, r.vocab)
+    if r.position == "first":
+        return np.arange(n)
+    if r.position == "last":
+        return np.arange(r.vocab - n, r.vocab)
+    if r.position == "tail":                     # inside the last (ragged) tile of a 1024 block
+        start = (r.vocab // 1024) * 1024 if r.vocab % 1024 else max(r.vocab - 1024, 0)
+        span = np.arange(start, r.vocab)
+        if span.size < n:
+            span = np.arange(r.vocab - n, r.vocab)
+        return np.sort(rng.choice(span, size=n, replace=False))
+    return np.sort(rng.choice(r.vocab, size=n, replace=False))
+
+
+def _base(rng, r: Recipe, shape) -> np.ndarray:
+    fam = r.family
+    if fam == "zipf":
+        ranks = np.stack([rng.permutation(shape[1]) for _ in range(shape[0])]) + 1 if shape[0] else \
+            np.zeros(shape)
+        return (-1.1 * r.scale * np.log(ranks) + 0.3 * r.scale * rng.standard_normal(shape) + r.shift)
+    if fam == "near_uniform":
+        return (1.0 + r.shift) + 1e-6 * r.scale * rng.standard_normal(shape)
+    if fam == "subnormal":
+        return 1e-40 * r.scale * rng.standard_normal(shape)
+    if fam == "huge":
+        sign = 1.0 if r.seed % 2 == 0 else -1.0
+        return r.scale * rng.standard_normal(shape) + sign * 1e4 * r.scale + r.shift
+    return r.scale * rng.standard_normal(shape) + r.shift
+
+
+def build(r: Recipe, device="cpu"):
+    import torch
+
+    rng = np.random.default_rng(r.seed)
+    vals = _base(rng, r, (r.batch, r.vocab)).astype(np.float32)
+    if r.family == "bf16_quantized":
+        vals = torch.from_numpy(vals).to(torch.bfloat16).float().numpy()
+    x = torch.from_numpy(vals).to(_torch_dtype(r.dtype))   # round once into the dtype
+    for b in range(r.batch):
+        row = x[b]
+        if r.family == "dominant":
+            row[int(rng.integers(r.vocab))] = float(row.float().max()) + 12 * r.scale
+        elif r.family == "ties_max":
+            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2)))
+            row[pos] = row.max() + 1.0
+        elif r.family == "near_ties":
+            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2)))
+            top = row.max() + 1.0
+            vals_at = torch.full((pos.numel(),), float(top), dtype=x.dtype)
+            for i in range(1, pos.numel()):      # each one ULP below the previous
+                vals_at[i] = torch.nextafter(vals_at[i - 1], torch.tensor(-float("inf"), dtype=x.dtype))
+            row[pos] = vals_at
+        elif r.family == "neginf_pad":
+            n = r.specials or max(r.vocab // 8, 1)
+            if n < r.vocab:                      # keep at least one finite entry per row
+                row[r.vocab - n:] = -float("inf")
+    if r.family == "poison_mix" and r.batch:
+        n = min(r.specials or 4, r.batch)
+        rows = rng.choice(r.batch, size=n, replace=False)
+        for i, b in enumerate(rows):
+            kind = i % 4
+            j = int(rng.integers(r.vocab))
+            if kind == 0:
+                x[b, j] = float("nan")
+            elif kind == 1:
+                x[b, j] = float("inf")
+            elif kind == 2:
+                x[b, j] = float("inf")
+                x[b, (j + 1 + int(rng.integers(max(r.vocab - 1, 1)))) % r.vocab] = float("inf")
+            else:
+                x[b] = -float("inf")
+    if r.pad:
+        buf = torch.full((r.batch, r.vocab + r.pad), 1e4 if r.dtype != "float16" else 6e4,
+                         dtype=x.dtype)
+        buf[:, : r.vocab] = x
+        return buf.to(device)[:, : r.vocab]
+    return x.to(device)

@@ -1,0 +1,80 @@
+"""The tolerance table: what error a correct draft top-k may show, keyed by input dtype.
+
+A returned probability ``p`` for index ``j`` of row ``b`` passes the value check when
+
+    |p - p*_j| <= rtol * p*_j + top1_atol * p*_top1(b)
+
+where ``p*`` are the reference's exact probabilities. The second term is an absolute allowance in
+units of the row's largest probability: it covers the ranks far below the top, whose relative
+error is dominated by the rounding of ``x_j - max`` and does not matter to any consumer.
+The same ``rtol`` is the near-tie width: an index whose exact probability is within ``rtol`` of
+the rank's exact probability may legally stand at that rank (the output format cannot tell them
+apart, so a correct path may pick either).
+
+Derivations (u = unit roundoff of float32 = 2**-24; V <= 2**18 for real vocabularies):
+
+| input dtype | rtol | top1_atol | why |
+|---|---|---|---|
+| float32  | 2**-13 (2048 u, 1.2e-4) | 2**-24 | The sum of V exponentials dominates. A tree sum errs by log2(V) u = 17 u, but the baseline itself, torch's CPU softmax, accumulates in SIMD lanes sequentially: worst case (V / lanes) u, about 8080 u for V = 129280 and 16 lanes; measured up to 1477 u (8.8e-5) on 160 rows of the ``dominant`` family, 93 u on ``near_uniform``. The table admits the baseline with margin (2048 u) and stays 16x under bfloat16 rounding (2**-9), which it must catch. exp (<= 2 ulp) and the division (0.5 ulp) are noise beside it. The rounding of ``d = x - max`` costs ``|d| u`` relative in ``exp(d)``, and ``|d| e**d <= 1/e``, so its absolute effect is at most ``u/e * p_top1`` (top1_atol). |
+| float16  | 2**-11 + 2**-13 | 2**-24 | a float16 output (the baseline returns the input dtype) is rounded to nearest: half a float16 ulp, at most 2**-11 relative, on top of the float32 computation (the row above). Probabilities under 2**-14 are float16 subnormals with fixed spacing 2**-24: ``subnormal_atol`` = 2**-25 absorbs their rounding. |
+| bfloat16 | 2**-8 + 2**-13 | 2**-24 | a bfloat16 output is rounded to nearest: half a bfloat16 ulp, at most 2**-8 relative (8 significant bits), on top of the float32 computation. |
+
+``subnormal_atol`` is the half-spacing of the output format's subnormals (float16: 2**-25), an
+absolute allowance that only matters for probabilities in that range.
+
+The regression rule guards against a candidate that stays inside the table but is much worse
+than the baseline: on the same healthy rows, the candidate's largest relative error may not exceed
+``regression_factor`` (4) times ``softmax_topk``'s largest relative error plus a floor of
+``regression_floor`` (4 u = 2**-22), so that an exactly-rounded baseline does not make every
+candidate fail on a difference of one rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from equiv.validation import check_choice, check_float
+
+_U = 2.0 ** -24
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed error for one input dtype (see the module docstring for each derivation)."""
+
+    dtype: str
+    rtol: float
+    top1_atol: float
+    subnormal_atol: float = 0.0
+    regression_factor: float = 4.0
+    regression_floor: float = 4 * _U
+
+    def allowed(self, exact, exact_top1):
+        """Largest allowed ``|p - exact|`` (elementwise, broadcasts over NumPy arrays)."""
+        return self.rtol * exact + self.top1_atol * exact_top1 + self.subnormal_atol
+
+    def with_(self, **changes) -> "Tolerance":
+        for name in ("rtol", "top1_atol", "subnormal_atol", "regression_factor", "regression_floor"):
+            if name in changes:
+                changes[name] = check_float(name, changes[name], min_value=0.0)
+        return replace(self, **changes)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+TOLERANCES = {
+    "float32": Tolerance("float32", rtol=2.0 ** -13, top1_atol=_U),
+    "float16": Tolerance("float16", rtol=2.0 ** -11 + 2.0 ** -13, top1_atol=_U, subnormal_atol=2.0 ** -25),
+    "bfloat16": Tolerance("bfloat16", rtol=2.0 ** -8 + 2.0 ** -13, top1_atol=_U),
+}
+
+
+def dtype_name(dtype) -> str:
+    """'float32' for torch.float32, numpy float32 or the string; other dtypes are rejected."""
+    name = str(dtype).replace("torch.", "")
+    return check_choice("dtype", name, TOLERANCES)
+
+
+def tolerance_for(dtype) -> Tolerance:
+    """The table row for an input dtype (torch dtype, NumPy dtype or name)."""
+    return TOLERANCES[dtype_name(dtype)]
