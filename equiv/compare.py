@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import reference
+from equiv.timeouts import call_with_timeout
 from equiv.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ulp import ulp_error
 
@@ -287,11 +288,13 @@ def _repro(name: str, k: int, recipe, device: str) -> str:
 
 
 def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recipe=None,
-            name: str | None = None, regression: bool = True) -> ComparisonResult:
+            name: str | None = None, regression: bool = True,
+            timeout: float | None = None) -> ComparisonResult:
     """Judge ``fn(logits, k)`` against the float64 reference; see the module docstring.
 
     ``fn`` is a callable, a built-in path name or a candidate spec. ``recipe`` (an
-    ``equiv.Recipe``) is only used to write the ``REPRO:`` line and the result's ``seed``."""
+    ``equiv.Recipe``) is only used to write the ``REPRO:`` line and the result's ``seed``.
+    ``timeout`` (seconds) bounds the candidate's call: a hang is a failed contract check."""
     import torch
 
     from equiv.candidate import load_candidate
@@ -322,7 +325,9 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             recipe=recipe_str, exception=exception)
 
     try:
-        out = cand(logits, k)
+        out = call_with_timeout(cand, (logits, k), timeout)
+        if out is not None and logits.device.type == "cuda":
+            torch.cuda.synchronize()             # an asynchronous kernel fault surfaces here
         problem = _contract(out, logits, k)
     except Exception as exc:
         tb = traceback.format_exc()
