@@ -19,7 +19,10 @@ def atomic_write(path, data, mode: str = "w") -> str:
     if not os.path.isdir(folder):
         raise InvalidArgument(f"output file {path!r}: folder {folder!r} does not exist; create it first")
     fd, tmp = tempfile.mkstemp(prefix=".equiv-", suffix=".tmp", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)            # mkstemp's 0600 would surprise a CI artifact reader
         with os.fdopen(fd, mode) as f:
             f.write(data)
             f.flush()

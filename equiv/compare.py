@@ -74,6 +74,7 @@ class ComparisonResult:
     seed: int | None = None
     recipe: str | None = None
     exception: str | None = field(default=None, repr=False)
+    row_ulp: tuple = field(default=(), repr=False)   # per healthy row: its largest ULP error
 
     @property
     def failed_checks(self) -> list[CheckResult]:
@@ -169,12 +170,12 @@ def _value_errors(ref, p, idx, tol):
     return err, tol.allowed(exact, top1), exact
 
 
-def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float]:
+def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float, tuple]:
     healthy = ~ref.poisoned
     batch, k = p.shape
     n = int(healthy.sum())
     if n == 0:
-        return CheckResult("value", True, "no healthy rows", total=0), 0.0, 0.0
+        return CheckResult("value", True, "no healthy rows", total=0), 0.0, 0.0, ()
     err, allowed, exact = _value_errors(ref, p, idx, tol)
     err, allowed, exact, ph = err[healthy], allowed[healthy], exact[healthy], p[healthy]
     rows = np.flatnonzero(healthy)
@@ -193,7 +194,7 @@ def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float]:
     if bad_rows.size == 0:
         detail = (f"max {max_ulp:.3g} ulp ({out_fmt}), max rel err {max_rel:.3g} "
                   f"(up to {tol.rtol:.3g} rel + {tol.top1_atol:.3g} x p_top1 allowed)")
-        return CheckResult("value", True, detail, total=n), max_ulp, max_rel
+        return CheckResult("value", True, detail, total=n), max_ulp, max_rel, tuple(ulps.max(axis=1).tolist())
     r = int(bad_rows[np.argmax(ratio[bad_rows].max(axis=1))])
     c = int(np.argmax(ratio[r]))
     order_bad = k > 1 and err[r, c] <= allowed[r, c]
@@ -205,7 +206,7 @@ def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float]:
                 f"{rel[r, c]:.3g} (up to {allowed[r, c] / max(exact[r, c], 1e-300):.3g} allowed)")
     detail = f"Mismatched values: {_fmt_rows(bad_rows.size, n, 'healthy rows')}; {what}"
     return (CheckResult("value", False, detail, failing=int(bad_rows.size), total=n,
-                        worst_row=int(rows[r])), max_ulp, max_rel)
+                        worst_row=int(rows[r])), max_ulp, max_rel, tuple(ulps.max(axis=1).tolist()))
 
 
 def _poison_check(ref, p, idx, tol) -> CheckResult:
@@ -313,7 +314,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     seed = getattr(recipe, "seed", None)
     repro = _repro(name, k, recipe_str, logits.device.type)
 
-    def result(checks, *, max_ulp=0.0, max_rel=0.0, exception=None):
+    def result(checks, *, max_ulp=0.0, max_rel=0.0, exception=None, row_ulp=()):
         failed = [c for c in checks if not c.passed]
         worst = next((c.worst_row for c in failed if c.worst_row is not None), None)
         get = {c.name: c for c in checks}
@@ -322,7 +323,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             passed=not failed, checks=tuple(checks), worst_row=worst, max_ulp=max_ulp,
             max_rel_err=max_rel, index_mismatches=get["index"].failing,
             poisoning_violations=get["poisoning"].failing, repro=repro, seed=seed,
-            recipe=recipe_str, exception=exception)
+            recipe=recipe_str, exception=exception, row_ulp=row_ulp)
 
     try:
         out = call_with_timeout(cand, (logits, k), timeout)
@@ -346,7 +347,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     checks = [CheckResult("contract", True, f"[{batch}, {k}] {out_fmt} / int64 on {device}",
                           total=batch)]
     checks.append(_index_check(ref, idx, tol.rtol))
-    value, max_ulp, max_rel = _value_check(ref, p, idx, tol, out_fmt)
+    value, max_ulp, max_rel, row_ulp = _value_check(ref, p, idx, tol, out_fmt)
     checks.append(value)
     checks.append(_poison_check(ref, p, idx, tol))
     if regression:
@@ -354,4 +355,4 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
                                         cand.builtin and cand.spec == "softmax_topk"))
     else:
         checks.append(CheckResult("regression", True, "skipped by the caller", ran=False))
-    return result(checks, max_ulp=max_ulp, max_rel=max_rel)
+    return result(checks, max_ulp=max_ulp, max_rel=max_rel, row_ulp=row_ulp)
