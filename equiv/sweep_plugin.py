@@ -1,0 +1,116 @@
+"""pytest plugin for nightly sweeps over every GPU of a host with pytest-xdist.
+
+Registered through the ``pytest11`` entry point ``equiv_sweep``; inert unless xdist runs or an
+option below is given.
+
+- ``-n auto`` means one worker per visible GPU (``pytest_xdist_auto_num_workers``); with no GPU,
+  one worker per CPU core. Each worker is pinned to one GPU: the controller counts the GPUs once
+  and passes the count down in ``EQUIV_SWEEP_GPUS``; worker ``gwN`` sets
+  ``CUDA_VISIBLE_DEVICES`` to GPU ``N % count`` before anything initialises CUDA, so ``cuda``
+  in the suite means that worker's own GPU. A ``CUDA_VISIBLE_DEVICES`` list set by the caller is
+  respected (worker N takes its N-th entry).
+- ``--equiv-shards S`` runs each Hypothesis test S times (independent random streams under the
+  ``nightly`` profile): many small items instead of a few long ones, so xdist's work stealing keeps
+  the slowest worker close to the fastest.
+- ``--equiv-sweep-json FILE`` (controller side) merges what every worker did into one record:
+  per worker its busy seconds, items and Hypothesis examples; totals; examples per second of
+  wall time; and the balance (slowest worker's busy time over the fastest's). Example counts come
+  from the statistics Hypothesis attaches to each test's teardown report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+_GPU_ENV = "EQUIV_SWEEP_GPUS"
+_STATS_KEY = "_hypothesis_stats"
+_EXAMPLES = re.compile(r"(\d+) passing examples, (\d+) failing examples, (\d+) invalid examples")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("equiv", "equiv: numerical-equivalence property suite")
+    group.addoption("--equiv-shards", type=int, default=1, metavar="S",
+                    help="run each Hypothesis test S times as separate items (balances xdist workers)")
+    group.addoption("--equiv-sweep-json", default=None, metavar="FILE",
+                    help="write per-worker throughput and balance of this run as JSON")
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        return 0
+
+
+def pytest_xdist_auto_num_workers(config):
+    n = _gpu_count()
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        if getattr(config.option, "numprocesses", None):
+            os.environ[_GPU_ENV] = str(_gpu_count())   # inherited by the workers xdist starts
+        if config.getoption("equiv_sweep_json", None):
+            config.pluginmanager.register(_SweepRecorder(config), "equiv-sweep-recorder")
+        return
+    n_gpus = int(os.environ.get(_GPU_ENV, "0") or 0)
+    if n_gpus > 0:
+        index = int(worker.lstrip("gw") or 0)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        choices = visible.split(",") if visible else [str(i) for i in range(n_gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = choices[index % len(choices)]
+
+
+def pytest_generate_tests(metafunc):
+    shards = metafunc.config.getoption("equiv_shards", 1) or 1
+    if shards > 1 and hasattr(metafunc.function, "hypothesis"):
+        metafunc.fixturenames.append("equiv_shard")
+        metafunc.parametrize("equiv_shard", range(shards), ids=lambda s: f"shard{s}")
+
+
+def count_examples(stats_text: str) -> int:
+    """Examples Hypothesis ran for one test, summed over phases, from its statistics text."""
+    return sum(int(a) + int(b) + int(c) for a, b, c in _EXAMPLES.findall(stats_text or ""))
+
+
+class _SweepRecorder:
+    """Controller-side accounting of every worker's reports (xdist forwards them here)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.start = time.perf_counter()
+        self.workers: dict = {}
+
+    def pytest_runtest_logreport(self, report):
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
+        w = self.workers.setdefault(worker, {"busy_s": 0.0, "items": 0, "examples": 0, "failed": 0})
+        w["busy_s"] += float(report.duration or 0.0)
+        if report.when == "call":
+            w["items"] += 1
+            w["failed"] += int(report.failed)
+        # Hypothesis attaches its statistics to the teardown report of each test
+        w["examples"] += count_examples(report.__dict__.get(_STATS_KEY, ""))
+
+    def pytest_sessionfinish(self, session):
+        from equiv.atomic import atomic_write
+
+        wall = time.perf_counter() - self.start
+        busy = [w["busy_s"] for w in self.workers.values() if w["items"]]
+        examples = sum(w["examples"] for w in self.workers.values())
+        record = {
+            "wall_s": round(wall, 3),
+            "workers": {k: {**v, "busy_s": round(v["busy_s"], 3)} for k, v in sorted(self.workers.items())},
+            "n_workers": len(busy),
+            "gpus": int(os.environ.get(_GPU_ENV, "0") or 0),
+            "examples": examples,
+            "examples_per_s": round(examples / wall, 2) if wall > 0 else None,
+            "balance_slowest_over_fastest": round(max(busy) / min(busy), 3) if busy and min(busy) > 0 else None,
+        }
+        atomic_write(self.config.getoption("equiv_sweep_json"), json.dumps(record, indent=2) + "\n")
