@@ -1,0 +1,41 @@
+"""MTP acceptance statistics: what each draft path does downstream of the draft step.
+
+The public names of this package; the work lives in the modules named after them:
+``models`` (synthetic target LM and draft), ``traces`` (recorded logits), ``decoding`` (the
+speculative-decoding loop and its consumers), ``metrics``, ``statistics`` and ``harness``
+(``run_mtp``). docs/mtp.md describes the whole.
+"""
+from equiv.mtp.decoding import CONSUMERS, DecodeOutcome, decode, greedy_reference
+from equiv.mtp.harness import BUDGETS, EXPECTED_FAILURES, MtpRecord, MtpRun, run_mtp
+from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics
+from equiv.mtp.models import SyntheticLM
+from equiv.mtp.statistics import (EquivalenceResult, GreedyIdentityResult, SamplingFitResult,
+                                  equivalence_test, greedy_identity, pit, sampling_fit)
+from equiv.mtp.traces import Trace, TraceLM, load_trace, record_trace, save_trace
+
+__all__ = [
+    "BUDGETS",
+    "CONSUMERS",
+    "EXPECTED_FAILURES",
+    "AcceptanceMetrics",
+    "DecodeOutcome",
+    "EquivalenceResult",
+    "GreedyIdentityResult",
+    "MtpRecord",
+    "MtpRun",
+    "SamplingFitResult",
+    "SyntheticLM",
+    "Trace",
+    "TraceLM",
+    "acceptance_metrics",
+    "decode",
+    "equivalence_test",
+    "greedy_identity",
+    "greedy_reference",
+    "load_trace",
+    "pit",
+    "record_trace",
+    "run_mtp",
+    "sampling_fit",
+    "save_trace",
+]

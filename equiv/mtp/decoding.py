@@ -1,0 +1,261 @@
+"""The speculative-decoding loop: draft with the path under test, verify against the target.
+
+Plan. ``decode(model, path, consumer, ...)`` runs ``rounds`` verify rounds for ``sequences``
+sequences at once, everything on the model's device with no host synchronisation inside a round
+(a trace-backed model syncs once a round to stop when every sequence has run out of trace). Each
+round:
+
+- *chain* consumers (``greedy``, ``target_only``, ``confidence``) draft ``steps`` tokens one at a
+  time: draft logits at depth ``j`` -> ``path(logits, 1)`` -> token ``d_j``, appended to the
+  context before the next depth. That is SGLang's ``--speculative-num-steps 3
+  --speculative-eagle-topk 1 --speculative-num-draft-tokens 4``: 3 proposed tokens, 4 tokens per
+  verify (the 3 plus the verified root), so at most 4 tokens are emitted per round.
+- ``tree`` drafts with ``topk = tree_topk``: depth 0 expands the root into ``K`` children; each
+  later depth expands the ``K`` best frontier nodes into ``K`` children each and keeps the ``K``
+  best of the ``K * K`` by score, a node's score being the product of ``topk_p`` along its path
+  (EAGLE-2 / SGLang). The ``tree_tokens - 1`` best-scored nodes of the whole pool are verified
+  (``tree_tokens`` counts the root, as ``--speculative-num-draft-tokens`` does). A selected node
+  whose parent was not selected is unreachable and never accepted.
+
+Verification (the target's logits at every drafted context come in one batched call):
+- ``greedy``, ``confidence``, ``tree``: accept while the drafted token equals the target's argmax;
+  the bonus token is the target's argmax after the last accepted token.
+- ``target_only``: the draft is one-hot: token ``d_j`` is accepted when ``u_j < p_target(d_j)``;
+  at the first rejection a token is drawn from the residual, the target with ``d_j``'s mass
+  removed; if all are accepted the bonus is drawn from the target. Uniforms come from
+  ``models.uniforms(seed, row, position)``, keyed by the sequence position, so two paths that
+  draft the same tokens emit the same tokens.
+- ``confidence``: token ``j`` is proposed only while the running product of ``topk_p`` up to it
+  stays ``>= threshold`` (a NaN product stops drafting); tokens past the stop are computed (the
+  batch drafts in lock-step) but neither proposed nor verified.
+
+A drafted index outside ``[0, V)`` is never accepted (it cannot equal the target's argmax and has
+target probability 0); it and a NaN ``topk_p`` are counted as invalid outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from equiv.errors import EquivError
+
+CONSUMERS = ("greedy", "target_only", "confidence", "tree")
+GREEDY_VERIFIED = ("greedy", "confidence", "tree")
+CONFIDENCE_THRESHOLD = 0.3
+TREE_TOPK = 4
+TREE_TOKENS = 8
+_PURPOSE_ACCEPT, _PURPOSE_RESAMPLE = 1, 2
+
+
+@dataclass(frozen=True)
+class DecodeOutcome:
+    """Raw counts of one decode, on the CPU. ``accepted``/``proposed``/``active`` are
+    ``[sequences, rounds]``; ``tokens[b, :lengths[b]]`` are the tokens sequence ``b`` emitted."""
+
+    consumer: str
+    steps: int
+    accepted: np.ndarray
+    proposed: np.ndarray
+    active: np.ndarray
+    tokens: np.ndarray
+    lengths: np.ndarray
+    invalid_outputs: int
+    draft_outputs: int
+
+
+def call_path(path, logits, k: int, name: str):
+    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``."""
+    import torch
+
+    out = path(logits, k)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise EquivError(f"path {name!r} returned {type(out).__name__}, not (topk_p, topk_index)")
+    p, idx = out
+    want = (logits.shape[0], k)
+    for what, t in (("topk_p", p), ("topk_index", idx)):
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise EquivError(f"path {name!r} returned {what} of shape {shape}, expected {want}")
+    if idx.dtype.is_floating_point or idx.dtype == torch.bool:
+        raise EquivError(f"path {name!r} returned topk_index of dtype {idx.dtype}, expected int64")
+    return p.float(), idx.to(torch.int64)
+
+
+def _invalid(p, idx, vocab):
+    return ((idx < 0) | (idx >= vocab) | torch_isnan(p)).sum()
+
+
+def torch_isnan(t):
+    return t != t
+
+
+def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows, pos):
+    import torch
+
+    V = model.vocab
+    drafts, probs, ctxs, invalid = [], [], [ctx], 0
+    c = ctx
+    for depth in range(steps):
+        p, idx = call_path(path, model.draft_logits(c, depth), 1, name)
+        invalid = invalid + _invalid(p, idx, V)
+        drafts.append(idx[:, 0])
+        probs.append(p[:, 0])
+        c = model.next_context(c, idx[:, 0])
+        ctxs.append(c)
+    D, Q, C = torch.stack(drafts, 1), torch.stack(probs, 1), torch.stack(ctxs, 1)
+    B = ctx.shape[0]
+    tlogits = model.target_logits(C.reshape(-1)).view(B, steps + 1, V)
+    if consumer == "confidence":
+        proposed = torch.cumprod((torch.cumprod(Q, 1) >= threshold).to(torch.int64), 1).bool()
+    else:
+        proposed = torch.ones_like(D, dtype=torch.bool)
+    n_proposed = proposed.sum(1)
+    valid = (D >= 0) & (D < V)
+    if consumer == "target_only":
+        tprobs = torch.softmax(tlogits, dim=-1)
+        p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
+        offsets = torch.arange(steps, device=D.device)
+        u = _uniforms(seed, rows[:, None], pos[:, None] + offsets, _PURPOSE_ACCEPT)
+        match = (u < p_draft) & proposed
+        a = torch.cumprod(match.to(torch.int64), 1).sum(1)
+        row_p = tprobs[torch.arange(B, device=D.device), a]                     # [B, V]
+        rejected = a < n_proposed
+        d_at = D.gather(1, a.clamp(max=steps - 1)[:, None])[:, 0]
+        drop = rejected & (d_at >= 0) & (d_at < V)
+        row_p = row_p.scatter(1, d_at.clamp(0, V - 1)[:, None],
+                              torch.where(drop[:, None], 0.0, row_p.gather(1, d_at.clamp(0, V - 1)[:, None])))
+        cdf = torch.cumsum(row_p.double(), dim=1)
+        total = cdf[:, -1]
+        u2 = _uniforms(seed, rows, pos + a, _PURPOSE_RESAMPLE) * total
+        sampled = torch.searchsorted(cdf, u2[:, None], right=True)[:, 0].clamp(max=V - 1)
+        bonus = torch.where(total > 0, sampled, row_p.argmax(1))
+    else:
+        targ = tlogits.argmax(-1)
+        match = (D == targ[:, :steps]) & proposed
+        a = torch.cumprod(match.to(torch.int64), 1).sum(1)
+        bonus = targ.gather(1, a[:, None])[:, 0]
+    last_ctx = C.gather(1, a[:, None])[:, 0]
+    return a, n_proposed, D, bonus, last_ctx, invalid, B * steps
+
+
+def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
+    import torch
+
+    V, B, K = model.vocab, ctx.shape[0], topk
+    dev = ctx.device
+    p, idx = call_path(path, model.draft_logits(ctx, 0), K, name)
+    invalid, outputs = _invalid(p, idx, V), B * K
+    pool_tok, pool_score = [idx], [p]
+    pool_parent = [torch.full((B, K), -1, dtype=torch.int64, device=dev)]
+    pool_ctx = [model.next_context(ctx[:, None].expand(B, K), idx)]
+    front = torch.arange(K, device=dev).expand(B, K)
+    f_score, f_ctx, offset = p, pool_ctx[0], K
+    for depth in range(1, steps):
+        p, idx = call_path(path, model.draft_logits(f_ctx.reshape(-1), depth), K, name)
+        invalid, outputs = invalid + _invalid(p, idx, V), outputs + B * K * K
+        score = (f_score[:, :, None] * p.view(B, K, K)).reshape(B, K * K)
+        tok = idx.view(B, K * K)
+        child_ctx = model.next_context(f_ctx[:, :, None].expand(B, K, K).reshape(B, K * K), tok)
+        pool_tok.append(tok)
+        pool_score.append(score)
+        pool_parent.append(front[:, :, None].expand(B, K, K).reshape(B, K * K))
+        pool_ctx.append(child_ctx)
+        best = torch.topk(score, K, dim=1)
+        front, f_score = offset + best.indices, best.values
+        f_ctx = child_ctx.gather(1, best.indices)
+        offset += K * K
+    tok, score = torch.cat(pool_tok, 1), torch.cat(pool_score, 1)
+    parent, node_ctx = torch.cat(pool_parent, 1), torch.cat(pool_ctx, 1)
+    n_sel = min(tree_tokens - 1, tok.shape[1])
+    sel = torch.topk(score, n_sel, dim=1).indices
+    sel_tok, sel_ctx = tok.gather(1, sel), node_ctx.gather(1, sel)
+    where_sel = torch.full_like(tok, -2).scatter(1, sel, torch.arange(n_sel, device=dev).expand(B, n_sel))
+    sel_parent_pool = parent.gather(1, sel)
+    sel_parent = torch.where(sel_parent_pool < 0, -1, where_sel.gather(1, sel_parent_pool.clamp(min=0)))
+    contexts = torch.cat([ctx[:, None], sel_ctx], 1)
+    targ = model.target_logits(contexts.reshape(-1)).argmax(-1).view(B, n_sel + 1)
+    cur = torch.full((B,), -1, dtype=torch.int64, device=dev)
+    a = torch.zeros(B, dtype=torch.int64, device=dev)
+    alive = torch.ones(B, dtype=torch.bool, device=dev)
+    path_tokens = []
+    for _ in range(steps):
+        want = targ.gather(1, (cur + 1)[:, None])
+        match = (sel_parent == cur[:, None]) & (sel_tok == want) & alive[:, None]
+        found = match.any(1)
+        cur = torch.where(found, match.to(torch.int64).argmax(1), cur)
+        a, alive = a + found, alive & found
+        path_tokens.append(want[:, 0])
+    bonus = targ.gather(1, (cur + 1)[:, None])[:, 0]
+    last_ctx = torch.where(cur >= 0, sel_ctx.gather(1, cur.clamp(min=0)[:, None])[:, 0], ctx)
+    n_proposed = torch.full((B,), n_sel, dtype=torch.int64, device=dev)
+    return a, n_proposed, torch.stack(path_tokens, 1), bonus, last_ctx, invalid, outputs
+
+
+def _uniforms(seed, rows, positions, purpose):
+    from equiv.mtp.models import uniforms
+
+    return uniforms(seed, rows, positions, purpose)
+
+
+def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: int, seed: int,
+           name: str = "path", threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
+           tree_tokens: int = TREE_TOKENS) -> DecodeOutcome:
+    """Run ``rounds`` verify rounds of ``consumer`` with ``path`` drafting (module docstring)."""
+    import torch
+
+    with torch.inference_mode():
+        ctx = model.initial_contexts(sequences)
+        dev, B = ctx.device, ctx.shape[0]
+        rows = torch.arange(B, device=dev)
+        width = rounds * (steps + 1)
+        tokens = torch.zeros(B, width + 1, dtype=torch.int64, device=dev)   # last column: sink
+        pos = torch.zeros(B, dtype=torch.int64, device=dev)
+        accepted = torch.zeros(B, rounds, dtype=torch.int64, device=dev)
+        proposed = torch.zeros_like(accepted)
+        active = torch.zeros(B, rounds, dtype=torch.bool, device=dev)
+        invalid, outputs = torch.zeros((), dtype=torch.int64, device=dev), 0
+        offsets = torch.arange(steps + 1, device=dev)
+        for r in range(rounds):
+            act = model.active(ctx, steps)
+            if act is None:
+                act = torch.ones(B, dtype=torch.bool, device=dev)
+            elif not bool(act.any()):
+                break
+            if consumer == "tree":
+                a, n_prop, drafted, bonus, last_ctx, bad, n_out = _tree_round(
+                    model, path, name, ctx, steps, tree_topk, tree_tokens)
+            else:
+                a, n_prop, drafted, bonus, last_ctx, bad, n_out = _chain_round(
+                    model, path, name, ctx, consumer, steps, threshold, seed, rows, pos)
+            invalid, outputs = invalid + bad, outputs + n_out
+            a, n_prop = a * act, n_prop * act
+            emitted = torch.cat([drafted, bonus[:, None]], 1)
+            emitted = emitted.scatter(1, a[:, None], bonus[:, None])        # bonus right after
+            keep = (offsets[None, :] <= a[:, None]) & act[:, None]
+            where = torch.where(keep, pos[:, None] + offsets, width)
+            tokens.scatter_(1, where, emitted)
+            accepted[:, r], proposed[:, r], active[:, r] = a, n_prop, act
+            pos = pos + (a + 1) * act
+            ctx = torch.where(act, model.next_context(last_ctx, bonus), ctx)
+        return DecodeOutcome(
+            consumer=consumer, steps=steps, accepted=accepted.cpu().numpy(),
+            proposed=proposed.cpu().numpy(), active=active.cpu().numpy(),
+            tokens=tokens[:, :width].cpu().numpy(), lengths=pos.cpu().numpy(),
+            invalid_outputs=int(invalid), draft_outputs=int(outputs))
+
+
+def greedy_reference(model, sequences: int, length: int):
+    """Plain target-only greedy decoding: ``[sequences, length]`` tokens (CPU numpy)."""
+    import torch
+
+    with torch.inference_mode():
+        ctx = model.initial_contexts(sequences)
+        out = []
+        for _ in range(length):
+            tok = model.target_logits(ctx).argmax(-1)
+            out.append(tok)
+            ctx = model.next_context(ctx, tok)
+        if not out:
+            return np.zeros((sequences, 0), dtype=np.int64)
+        return torch.stack(out, 1).cpu().numpy()
