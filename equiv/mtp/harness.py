@@ -277,7 +277,8 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
                   tree_topk=tree_topk, tree_tokens=tree_tokens)
     greedy_tokens = None
     if any(c in GREEDY_VERIFIED for c in consumers):
-        greedy_tokens = greedy_reference(model, sequences, rounds * (steps + 1))
+        length = rounds * (steps + 1) if trace is None else int(model.trace.tokens.shape[1])
+        greedy_tokens = greedy_reference(model, sequences, length)
     total, done = len(consumers) * (len(cands) + 1), 0
     records = []
     for consumer in consumers:

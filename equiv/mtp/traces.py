@@ -246,7 +246,9 @@ class TraceLM:
         return torch.arange(n, dtype=torch.int64, device=self.device) * (self._T + 1)
 
     def next_context(self, ctx, tokens):
-        return ctx + 1
+        import torch
+
+        return torch.where(ctx % (self._T + 1) < self._T, ctx + 1, ctx)    # stays at the end
 
     def _split(self, ctx):
         return ctx // (self._T + 1), ctx % (self._T + 1)
