@@ -39,17 +39,29 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
+def _check_output(flag, value) -> None:
+    """Fail before the run, not after it, on an output file that cannot be written."""
+    import os
+
+    from equiv.errors import InvalidArgument
+
+    if value is None:
+        return
+    folder = os.path.dirname(os.path.abspath(value)) if value.strip() else ""
+    if not value.strip() or os.path.isdir(value):
+        raise InvalidArgument(f"{flag}={value!r} is invalid: give a file name")
+    if not os.path.isdir(folder):
+        raise InvalidArgument(f"{flag}={value!r}: folder {folder!r} does not exist; create it first")
+
+
 def run(args) -> int:
     from equiv.mtp import run_mtp
     from equiv.mtp.report import format_table, summary_line, write_plot
 
     optional = {k: v for k, v in (("threshold", args.threshold), ("tree_topk", args.tree_topk),
                                   ("tree_tokens", args.tree_tokens)) if v is not None}
-    for flag, value in (("--json", args.json_out), ("--plot", args.plot)):
-        if value is not None and not value.strip():
-            from equiv.errors import InvalidArgument
-
-            raise InvalidArgument(f"{flag} needs a file name")
+    _check_output("--json", args.json_out)
+    _check_output("--plot", args.plot)
     start = time.monotonic()
 
     def progress(done, total, label):

@@ -83,6 +83,36 @@ def uniforms(seed: int, rows, positions, purpose: int):
     return ((hi << 22) + (lo >> 9)).double() * 2.0**-53
 
 
+class _Windows:
+    """Rows ``table[row, start:start + V]`` of a ``[R, 2V]`` table for per-row ``start``.
+
+    The fast read indexes an unfolded view (``[R, V + 1, V]``, no copy): one gather of ``[N, V]``
+    values and no ``[N, V]`` index tensor. At construction it is checked against the plain
+    ``take`` with an explicit index on this device; if the two disagree or the view read raises,
+    the plain one is used (correct everywhere, one int64 index tensor more per read)."""
+
+    def __init__(self, table, width: int):
+        import torch
+
+        self.table, self.width = table, width
+        self._view = table.unfold(1, width, 1)
+        self._arange = torch.arange(width, device=table.device)
+        probe_rows = torch.tensor([0, table.shape[0] - 1], device=table.device)
+        probe_start = torch.tensor([width - 1, 1], device=table.device)
+        try:
+            self.fast = torch.equal(self._view[probe_rows, probe_start],
+                                    self._take(probe_rows, probe_start))
+        except RuntimeError:
+            self.fast = False
+
+    def _take(self, rows, start):
+        index = (rows * self.table.shape[1] + start)[:, None] + self._arange[None, :]
+        return self.table.reshape(-1).take(index)
+
+    def read(self, rows, start):
+        return self._view[rows, start] if self.fast else self._take(rows, start)
+
+
 class SyntheticLM:
     """Seeded target LM and draft over ``vocab`` tokens on ``device`` (see module docstring).
 
@@ -113,9 +143,9 @@ class SyntheticLM:
             2, perms[:, None, :].expand(-1, len(LEVEL_EXPONENTS), -1))            # [P, L, V]
         rows = rows.reshape(N_PERMS * len(LEVEL_EXPONENTS), V)
         noise = torch.randn(N_NOISE, V, generator=gen)
-        # Doubled rows: a cyclic shift by b is the window [b, b + V), an unfolded view.
-        self._rows = torch.cat([rows, rows], dim=1).to(self.device).unfold(1, V, 1)
-        self._noise = torch.cat([noise, noise], dim=1).to(self.device).unfold(1, V, 1)
+        # Doubled rows: a cyclic shift by b is the window [b, b + V) of a [R, 2V] table.
+        self._rows = _Windows(torch.cat([rows, rows], dim=1).to(self.device), V)
+        self._noise = _Windows(torch.cat([noise, noise], dim=1).to(self.device), V)
 
     # -- what the decoding loop calls ------------------------------------------------------
     def initial_contexts(self, n: int):
@@ -133,13 +163,13 @@ class SyntheticLM:
 
     def target_logits(self, ctx):
         """``[N, V]`` float32 logits of the next token after each context ``ctx [N]``."""
-        return self._rows[self._row_of(ctx), _salted(ctx, _SALT_OFFSET) % self.vocab]
+        return self._rows.read(self._row_of(ctx), _salted(ctx, _SALT_OFFSET) % self.vocab)
 
     def draft_logits(self, ctx, depth: int):
         """``[N, V]`` float32 draft logits at draft depth ``depth`` (0 = first draft token)."""
         sigma = self.draft_sigma * DRAFT_SIGMA_GROWTH ** depth
         key = _salted((ctx + 1000003 * (depth + 1)) % P31, _SALT_NOISE)
-        noise = self._noise[key % N_NOISE, _salted(key, _SALT_SHIFT) % self.vocab]
+        noise = self._noise.read(key % N_NOISE, _salted(key, _SALT_SHIFT) % self.vocab)
         return self.target_logits(ctx).add_(noise, alpha=sigma)
 
     # -- the exact conditional law, for the statistics ---------------------------------------
