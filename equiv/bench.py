@@ -1,0 +1,240 @@
+"""Time every path on a GPU, against the device's own read-bandwidth ceiling.
+
+Plan (the protocol of issue 7)
+1. Ceiling: the median time of ``torch.sum`` over a 2 GiB float32 tensor of random values,
+   measured in the same run; bytes read over that time is the read bandwidth a path can reach.
+2. Inputs: for each dtype and batch size, enough distinct ``[B, V]`` buffers of random logits
+   (never zeros) that together they exceed twice the L2 cache, and at least two, so every call
+   reads its logits from HBM and not from cache.
+3. One CUDA graph per (path, dtype, k, B) calls the path once per buffer, back to back. The
+   graph is replayed ``replays`` times, each replay timed with CUDA events; the figure is the
+   median replay time divided by the number of buffers: per-call time with a cold cache and no
+   launch gaps beyond the graph's own.
+4. Per path: microseconds, GB/s of logits read (B x V x element size per call: the bytes every
+   path must read, whatever else it moves) and the percentage of the ceiling; and the speed-up
+   over ``softmax_topk`` at the same point.
+Results are frozen dataclasses with ``to_json()``; ``write_json`` and ``write_plot`` write
+atomically (a temporary file in the target's folder, then a rename).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+from equiv.errors import NoDeviceError
+
+DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
+DEFAULT_VOCAB = 129280
+L2_FALLBACK_BYTES = 60 * 2 ** 20
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One path at one (dtype, k, batch): ``us`` per call, ``gbps`` of logits read,
+    ``pct_ceiling`` of the measured read ceiling, ``speedup`` over softmax_topk (None if that
+    baseline was not timed), ``buffers`` in the graph and ``replays`` behind the median."""
+
+    path: str
+    dtype: str
+    k: int
+    batch: int
+    vocab: int
+    us: float
+    gbps: float
+    pct_ceiling: float
+    buffers: int
+    replays: int
+    speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Every row of one run, with the device and the ceiling they are measured against."""
+
+    device: str
+    sm_count: int
+    l2_bytes: int
+    ceiling_gbps: float
+    ceiling_detail: str
+    rows: tuple = field(default_factory=tuple)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["rows"] = [asdict(r) for r in self.rows]
+        return d
+
+    def table(self) -> str:
+        """A Markdown table, one row per (dtype, k, path, B)."""
+        head = (f"{self.device}, {self.sm_count} SMs, L2 {self.l2_bytes / 2 ** 20:.0f} MiB; "
+                f"read ceiling {self.ceiling_gbps:.0f} GB/s ({self.ceiling_detail})\n\n"
+                "| dtype | k | path | B | µs | GB/s | % of ceiling | x vs softmax_topk |\n"
+                "|---|---|---|---|---|---|---|---|\n")
+        lines = []
+        for r in self.rows:
+            speed = f"{r.speedup:.1f}" if r.speedup is not None else "-"
+            lines.append(f"| {r.dtype} | {r.k} | {r.path} | {r.batch} | {r.us:.1f} | "
+                         f"{r.gbps:.0f} | {r.pct_ceiling:.0f} | {speed} |")
+        return head + "\n".join(lines)
+
+
+def _require_gpu():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoDeviceError("equiv bench needs a CUDA GPU and none is visible")
+
+
+def _median_event_ms(run, replays: int, warmup: int = 3) -> float:
+    import torch
+
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def read_ceiling(gib: float = 2.0, replays: int = 20) -> tuple[float, str]:
+    """(GB/s, how it was measured): the median of ``torch.sum`` over ``gib`` GiB of float32."""
+    import torch
+
+    _require_gpu()
+    n = int(gib * 2 ** 30) // 4
+    x = torch.randn(n, device="cuda")
+    ms = _median_event_ms(lambda: x.sum(), replays)
+    del x
+    torch.cuda.empty_cache()
+    return n * 4 / (ms * 1e-3) / 1e9, f"torch.sum over {gib:g} GiB float32, median of {replays}"
+
+
+def make_buffers(batch: int, vocab: int, dtype, l2_bytes: int, seed: int = 0) -> list:
+    """At least two distinct random ``[batch, vocab]`` buffers, together over twice the L2."""
+    import torch
+
+    per = batch * vocab * torch.empty((), dtype=dtype).element_size()
+    count = max(2, math.ceil(2 * l2_bytes / per) + 1)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return [(2.0 * torch.randn(batch, vocab, device="cuda", generator=gen)).to(dtype)
+            for _ in range(count)]
+
+
+def time_path(fn, buffers: list, k: int, replays: int = 30) -> float:
+    """Median microseconds per call of ``fn(buffer, k)`` from graph replays over ``buffers``."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):              # compile and warm up outside the capture
+        for x in buffers[:2]:
+            fn(x, k)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [fn(x, k) for x in buffers]
+    ms = _median_event_ms(graph.replay, replays)
+    del graph, outs
+    return ms * 1e3 / len(buffers)
+
+
+def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEFAULT_BATCHES,
+              vocab: int = DEFAULT_VOCAB, replays: int = 30, seed: int = 0,
+              progress=None) -> BenchResult:
+    """Time ``paths`` (names or candidate specs; default every built-in) on the GPU."""
+    import torch
+
+    from equiv.candidate import load_candidate
+    from equiv.inputs import _torch_dtype
+    from equiv.paths import get_path, path_names
+
+    _require_gpu()
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = int(getattr(props, "L2_cache_size", 0) or L2_FALLBACK_BYTES)
+    names = list(paths) if paths else path_names()
+    cands = [load_candidate(p) for p in names]
+    ceiling, how = read_ceiling()
+    rows, done, total = [], 0, len(dtypes) * len(batches) * len(ks) * len(cands)
+    for dtype in dtypes:
+        tdtype = _torch_dtype(dtype)
+        for batch in batches:
+            buffers = make_buffers(batch, vocab, tdtype, l2, seed)
+            nbytes = batch * vocab * buffers[0].element_size()
+            for k in ks:
+                base_us = None
+                for cand in cands:
+                    done += 1
+                    if cand.builtin and not get_path(cand.spec).supports_k(k):
+                        continue
+                    us = time_path(cand, buffers, k, replays)
+                    gbps = nbytes / (us * 1e-6) / 1e9
+                    if cand.spec == "softmax_topk":
+                        base_us = us
+                    rows.append(BenchRow(cand.spec, dtype, k, batch, vocab, us, gbps,
+                                         100.0 * gbps / ceiling, len(buffers), replays,
+                                         base_us / us if base_us else None))
+                    if progress:
+                        progress(done, total, rows[-1])
+            del buffers
+            torch.cuda.empty_cache()
+    return BenchResult(props.name, props.multi_processor_count, l2, ceiling, how, tuple(rows))
+
+
+def _atomic_write(path: str, write) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(result: BenchResult, path: str) -> None:
+    def write(tmp):
+        with open(tmp, "w") as f:
+            json.dump(result.to_json(), f, indent=2)
+
+    _atomic_write(path, write)
+
+
+def write_plot(result: BenchResult, path: str) -> None:
+    """Time against B per path, log-log, one panel per (dtype, k)."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        from equiv.errors import MissingDependency
+
+        raise MissingDependency("--plot needs matplotlib: pip install matplotlib") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r.dtype, r.k) for r in result.rows})
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.5 * max(len(panels), 1), 4),
+                             squeeze=False)
+    for ax, (dtype, k) in zip(axes[0], panels):
+        for name in dict.fromkeys(r.path for r in result.rows):
+            pts = [(r.batch, r.us) for r in result.rows if (r.dtype, r.k, r.path) == (dtype, k, name)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=name)
+        ax.set(xscale="log", yscale="log", xlabel="batch B", ylabel="µs per call",
+               title=f"{dtype}, k={k}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{result.device}: V={result.rows[0].vocab if result.rows else '?'}, "
+                 f"read ceiling {result.ceiling_gbps:.0f} GB/s", fontsize=9)
+    fig.tight_layout()
+    _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    plt.close(fig)

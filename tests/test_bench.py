@@ -1,0 +1,79 @@
+"""``equiv bench`` and ``equiv.bench``: usage errors, output files, and a small GPU run.
+
+Plan: without a GPU the command must say so in one line and exit 2 (checked as a subprocess,
+as CI runs it); bad arguments exit 2 before any GPU work; the table, JSON and PNG writers are
+checked on a hand-made result (the JSON must read back equal, no temporary file may be left);
+on a GPU (marker ``gpu``) a small run must time every path at every point, with per-call
+times that are positive and a ceiling in a plausible range.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from equiv.bench import BenchResult, BenchRow, run_bench, write_json, write_plot
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "equiv", "bench", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU message")
+def test_no_gpu_is_one_line_exit_2():
+    out = run("--batch", "1")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "equiv bench: error: equiv bench needs a CUDA GPU and none is visible"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--batch", "0"), "batch=0 is invalid"),
+    (("--batch", "1,x"), "'x' is not an integer"),
+    (("--dtype", "float64"), "dtype='float64' is unknown"),
+    (("--k", "9", "--vocab", "5"), "k=9 is invalid: k must be <= 5"),
+    (("--paths", "no.such:thing"), "no module named"),
+])
+def test_usage_errors_exit_2(args, needle):
+    out = run(*args)
+    assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
+
+
+def _result():
+    rows = tuple(BenchRow(p, "bfloat16", 1, b, 1000, us, 2000.0 / us, 50.0 / us, 4, 3, s)
+                 for p, us, s in (("softmax_topk", 10.0, 1.0), ("fused_triton", 2.0, 5.0))
+                 for b in (1, 8))
+    return BenchResult("Fake GPU", 132, 60 * 2 ** 20, 4000.0, "made up", rows)
+
+
+def test_table_has_one_line_per_row():
+    table = _result().table()
+    assert "| bfloat16 | 1 | fused_triton | 8 | 2.0 | 1000 | 25 | 5.0 |" in table
+    assert table.count("\n| bfloat16") == 4 and "read ceiling 4000 GB/s" in table
+
+
+def test_json_and_plot_are_written_whole(tmp_path):
+    res = _result()
+    write_json(res, str(tmp_path / "b.json"))
+    assert json.loads((tmp_path / "b.json").read_text()) == res.to_json()
+    pytest.importorskip("matplotlib")
+    write_plot(res, str(tmp_path / "b.png"))
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(os.listdir(tmp_path)) == ["b.json", "b.png"]   # no temporary files left
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_small_gpu_run_times_every_point():
+    res = run_bench(dtypes=("bfloat16",), ks=(1, 2), batches=(1, 8), vocab=4097, replays=3)
+    assert 500 < res.ceiling_gbps < 20000
+    seen = {(r.path, r.k, r.batch) for r in res.rows}
+    assert ("fused_triton", 2, 8) in seen and ("identity_top1", 1, 1) in seen
+    assert ("identity_top1", 2, 1) not in seen          # k = 1 only paths skip k = 2
+    assert len(seen) == 2 * 4 + 2 * 2
+    assert all(r.us > 0 and r.buffers >= 2 for r in res.rows)
+    assert all(r.buffers * r.batch * r.vocab * 2 > 2 * res.l2_bytes for r in res.rows)

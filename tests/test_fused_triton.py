@@ -1,0 +1,220 @@
+"""The ``fused_triton`` path judged by ``equiv.compare`` against the float64 reference.
+
+Plan
+- Oracle: ``equiv.compare`` (contract, tie sets, value tolerance of the input dtype, poisoning,
+  regression against ``softmax_topk``); where the contract leaves latitude (ties: any index of
+  an exact tie, one +inf: NaN or the limit) the tests also pin what this kernel promises: the
+  lowest index of a tie, NaN for every non-finite row.
+- CPU (CI): the kernel under the Triton interpreter, float32, and bfloat16/float16 upcast.
+  Each case runs with the default layout and with forced small layouts (narrow tiles, several
+  programs per row, the fused and the separate combine), because the default interpreter
+  layout is wide and the combine of split rows is where a NaN row turns finite.
+- Shapes: k = 1 and k > 1; V at tile edges (1, 2, 33, 1023, 1025, 4097, 8193) and 129280;
+  rows sliced from a padded buffer whose padding holds values that win if read; B = 0.
+- GPU (marker ``gpu``, skipped without CUDA): float32/bfloat16/float16 on the device, the
+  layouts the wrapper picks for B = 1..1024, and a CUDA-graph capture replayed on new data.
+Every case is seeded by its recipe; a failure prints the comparison's summary with its REPRO.
+"""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import equiv
+from equiv import Recipe, compare
+from equiv.paths.fused_triton import with_layout
+
+TILE_EDGES = [1, 2, 33, 1023, 1025, 4097, 8193]
+HAS_CUDA = torch.cuda.is_available()
+FUSED = equiv.get_path("fused_triton")
+
+# Narrow tiles and several programs per row: ragged last tiles, chunks of pure padding, and
+# both ways of combining the partials.
+LAYOUTS = {
+    "default": FUSED,
+    "b256_s3_fused": with_layout(block=256, splits=3, combine="fused"),
+    "b128_s7_separate": with_layout(block=128, splits=7, combine="separate"),
+    "b64_one_chunk": with_layout(block=64, splits=1),
+}
+
+
+def check(fn, recipe, k=1, device="cpu"):
+    res = compare(fn, recipe.build(device), k=k, recipe=recipe)
+    assert res.passed, res.summary()
+    return res
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("vocab", TILE_EDGES)
+def test_tile_edges(layout, vocab):
+    for k in sorted({1, min(2, vocab), min(5, vocab)}):
+        check(LAYOUTS[layout], Recipe(seed=vocab + k, batch=3, vocab=vocab, scale=3.0), k)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.parametrize("family", ["gaussian", "zipf", "dominant", "near_uniform", "ties_max",
+                                    "near_ties", "neginf_pad", "huge", "subnormal",
+                                    "bf16_quantized"])
+def test_families_full_vocab(family, k):
+    check("fused_triton", Recipe(family, seed=k, batch=2, vocab=129280, ties=3), k)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("position", ["first", "last", "tail", "random"])
+def test_exact_ties_return_the_lowest_index(layout, position):
+    r = Recipe("ties_max", seed=3, batch=3, vocab=4097, ties=4, position=position)
+    x = r.build()
+    p, idx = LAYOUTS[layout](x, 4)
+    tied = [torch.nonzero(row == row.max()).flatten()[:4] for row in x]
+    assert idx.tolist() == [t.tolist() for t in tied], f"REPRO: {r}"
+    check(LAYOUTS[layout], r, 4)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 2])
+def test_ties_in_one_lane_return_the_lowest_index(layout, k):
+    # 8192 apart: the same lane of every tile width used here, so the lane's own update rule
+    # decides, not the reduction across lanes.
+    x = torch.randn(2, 20000)
+    x[:, [5 + 16384, 5, 5 + 8192]] = 10.0
+    p, idx = LAYOUTS[layout](x, k)
+    assert idx.tolist() == [[5, 5 + 8192][:k]] * 2
+    assert torch.allclose(p, torch.softmax(x, -1)[:, [5, 5 + 8192][:k]])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 3])
+def test_strided_rows_never_read_the_padding(layout, k):
+    r = Recipe(seed=7, batch=5, vocab=1025, pad=31)
+    assert not r.build().is_contiguous()
+    check(LAYOUTS[layout], r, k)
+
+
+def test_column_strided_input_is_copied():
+    x = torch.randn(300, 4).t()                  # stride (1, 4): elements are not contiguous
+    res = compare("fused_triton", x, k=2)
+    assert res.passed, res.summary()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 4])
+def test_poisoned_rows_are_nan_and_neighbours_unaffected(layout, k):
+    r = Recipe("poison_mix", seed=11, batch=9, vocab=2053, specials=4)
+    res = check(LAYOUTS[layout], r, k)
+    assert res.check("poisoning").total == 4
+
+
+def _hand_poisoned(vocab=1100):
+    """Rows whose special entries sit in one chunk only of a split row."""
+    x = torch.randn(7, vocab)
+    x[0, 900] = float("nan")                     # NaN in the last chunk only
+    x[1, 5] = float("inf")                       # one +inf
+    x[2, 3] = x[2, 1000] = float("inf")          # two +inf in different chunks
+    x[3, 10] = x[3, 11] = float("inf")           # two +inf in neighbouring lanes
+    x[4] = float("-inf")                         # all -inf
+    x[5, 400:] = float("-inf")                   # healthy: whole chunks of -inf padding
+    x[6, :] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_split_and_combine_keeps_nan(layout, k):
+    x = _hand_poisoned()
+    fn = LAYOUTS[layout]
+    res = compare(fn, x, k=k)
+    assert res.passed, res.summary()
+    p, idx = fn(x, k)
+    for row in (0, 2, 3, 4, 6):                  # the rule leaves no choice here
+        assert torch.isnan(p[row]).all(), (row, p[row])
+    assert torch.isfinite(p[5]).all() and idx[5].max() < 400
+    assert all(len(set(r)) == k for r in idx.tolist()), idx   # distinct even on poisoned rows
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("k", [1, 4])
+def test_half_inputs_upcast_on_cpu(dtype, k):
+    r = Recipe("zipf", seed=5, batch=3, vocab=4097, dtype=dtype)
+    res = check("fused_triton", r, k)
+    assert res.dtype == dtype
+
+
+def test_output_contract_and_empty_batch():
+    f = equiv.get_path("fused_triton")
+    p, i = f(torch.randn(2, 50), 3)
+    assert p.dtype == torch.float32 and i.dtype == torch.int64 and p.shape == i.shape == (2, 3)
+    p, i = f(torch.zeros(0, 50), 8)
+    assert p.shape == i.shape == (0, 8) and p.dtype == torch.float32 and i.dtype == torch.int64
+
+
+@pytest.mark.parametrize("k, vocab, msg", [(0, 10, "k must be >= 1"), (9, 100, "it supports k <= 8"),
+                                           (3, 2, "k must be <= V"), (1.5, 10, "must be an integer")])
+def test_bad_k(k, vocab, msg):
+    with pytest.raises(equiv.InvalidArgument, match=msg):
+        equiv.get_path("fused_triton")(torch.zeros(2, vocab), k)
+
+
+def test_missing_triton_says_how_to_install():
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import torch, equiv\n"
+            "try:\n"
+            "    equiv.get_path('fused_triton')(torch.zeros(1, 4), 1)\n"
+            "except equiv.MissingDependency as e:\n"
+            "    print('MISSING', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "MISSING" in out.stdout and "pip install triton" in out.stdout, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------------------------- GPU
+
+GPU_LAYOUTS = {"default": FUSED,
+               "separate": with_layout(combine="separate"),
+               "one_chunk": with_layout(splits=1)}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("layout", GPU_LAYOUTS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("k", [1, 4, 8])
+@pytest.mark.parametrize("batch", [1, 64])
+@pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad"])
+def test_gpu_full_vocab(family, batch, k, dtype, layout):
+    r = Recipe(family, seed=batch + k, batch=batch, vocab=129280, dtype=dtype, ties=3,
+               pad=16 if family == "gaussian" else 0)
+    check(GPU_LAYOUTS[layout], r, k, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("vocab", TILE_EDGES + [151936])
+def test_gpu_tile_edges(vocab, dtype):
+    for k in sorted({1, min(4, vocab)}):
+        check("fused_triton", Recipe(seed=vocab, batch=300, vocab=vocab, dtype=dtype, pad=5), k,
+              device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("k", [1, 4])
+def test_gpu_cuda_graph_capture_and_replay(k):
+    f = equiv.get_path("fused_triton")
+    static = torch.randn(8, 129280, device="cuda", dtype=torch.bfloat16)
+    f(static, k)                                 # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out_p, out_i = f(static, k)
+    for seed in range(3):                        # replay on new data: outputs must follow
+        r = Recipe("poison_mix" if seed == 2 else "zipf", seed=seed, batch=8, vocab=129280,
+                   dtype="bfloat16")
+        static.copy_(r.build("cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        eager_p, eager_i = f(static, k)
+        assert torch.equal(out_i, eager_i), f"REPRO: {r}"
+        assert torch.equal(out_p.nan_to_num(-1.0), eager_p.nan_to_num(-1.0)), f"REPRO: {r}"
+        res = compare(lambda x, kk: (out_p.clone(), out_i.clone()), static, k=k, recipe=r)
+        assert res.passed, res.summary()
