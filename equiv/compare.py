@@ -3,8 +3,9 @@
 Plan (each stage reports a ``CheckResult`` of the same shape: what differs, where, by how much,
 what was allowed)
 1. ``contract``: the call returns two tensors, ``topk_p [B, k]`` floating (float32 or the input
-   dtype), ``topk_index [B, k]`` int64, on the input's device, every index in ``[0, V)``. A call
-   that raises is a failed contract check carrying the traceback, never a crash. If the contract
+   dtype), ``topk_index [B, k]`` int64, on the input's device, every index in ``[0, V)``, and
+   leaves its input logits unchanged. A call that raises (or outlives ``timeout``) is a failed
+   contract check carrying the traceback, never a crash. If the contract
    fails, the later stages are reported as not run.
 2. ``index``: each index is in the reference's tie set for its rank (exact ties plus near-ties
    within the tolerance's ``rtol``); with k > 1 the indices of a row are distinct.
@@ -131,6 +132,17 @@ def _contract(out, logits, k):
             return (f"index out of range [0, {vocab}): {int(bad.sum())} / {batch} rows, "
                     f"first at row {row}: {topk_index[row].tolist()}")
     return None
+
+
+def _untouched(logits, snapshot):
+    """None if the call left its input as it was, else the reason (an in-place edit of the
+    caller's logits corrupts whatever the engine does with them next)."""
+    now = _to_numpy(logits)
+    same = (now == snapshot) | (np.isnan(now) & np.isnan(snapshot))
+    if same.all():
+        return None
+    return (f"modified its input logits in place: {int((~same).sum())} / {same.size} elements "
+            f"changed, first at {tuple(int(i) for i in np.argwhere(~same)[0])}")
 
 
 def _not_run(name: str) -> CheckResult:
@@ -325,11 +337,12 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             poisoning_violations=get["poisoning"].failing, repro=repro, seed=seed,
             recipe=recipe_str, exception=exception, row_ulp=row_ulp)
 
+    snapshot = np.array(_to_numpy(logits), copy=True)   # the reference's input, safe from the call
     try:
         out = call_with_timeout(cand, (logits, k), timeout)
         if out is not None and logits.device.type == "cuda":
             torch.cuda.synchronize()             # an asynchronous kernel fault surfaces here
-        problem = _contract(out, logits, k)
+        problem = _contract(out, logits, k) or _untouched(logits, snapshot)
     except Exception as exc:
         tb = traceback.format_exc()
         detail = f"raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
@@ -341,7 +354,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
 
     topk_p, topk_index = out
     out_fmt = dtype_name(topk_p.dtype)
-    ref = reference.softmax_topk(_to_numpy(logits), k)
+    ref = reference.softmax_topk(snapshot, k)
     p = _to_numpy(topk_p).astype(np.float64)
     idx = _to_numpy(topk_index)
     checks = [CheckResult("contract", True, f"[{batch}, {k}] {out_fmt} / int64 on {device}",

@@ -90,7 +90,8 @@ def run_mutant(name: str, mutant, *, device: str, vocab: int, timeout: float) ->
     from equiv.gate import run_gate
 
     t0 = time.perf_counter()
-    res = run_gate(f"equiv.mutants:{name}", device=device, budget="quick", vocab=vocab, timeout=timeout,
+    res = run_gate(f"equiv.mutants:{name}", k=getattr(mutant, "k", 1), device=device, budget="quick",
+                   vocab=vocab, timeout=timeout,
                    stages=("properties", "tolerance"))
     return MutantOutcome(name, getattr(mutant, "bug_class", ""), not res.passed,
                          tuple(c.name for c in res.failed), time.perf_counter() - t0)

@@ -131,3 +131,13 @@ def test_result_is_json_serialisable_and_carries_inputs():
     assert d["path"] == "hardcoded_one" and d["seed"] == 7 and d["recipe"] == str(r)
     assert d["passed"] is False and d["worst_row"] is not None
     assert "--recipe 'gaussian:seed=7,batch=2,vocab=64,dtype=float32'" in d["repro"]
+
+
+def test_a_candidate_that_edits_its_input_fails_the_contract():
+    def in_place(l, k):
+        l -= l.max(-1, keepdim=True).values
+        return equiv.get_path("identity_top1")(l, k)
+
+    x = Recipe(batch=2, vocab=100).build()
+    res = compare(in_place, x)
+    assert not res.check("contract").passed and "modified its input" in res.check("contract").detail
