@@ -17,14 +17,19 @@ Families (``FAMILIES``)
 - ``ties_max``: gaussian with ``ties`` (>= 2) entries equal to the row maximum, at ``position``
   ``first``, ``last``, ``tail`` (the last block of the row) or ``random``.
 - ``near_ties``: gaussian whose top ``ties`` entries are 1 ULP of the dtype apart.
-- ``neginf_pad``: gaussian whose last ``specials`` entries (default V // 8) are -inf, as vocab
-  padding.
+- ``neginf_pad``: gaussian whose last ``specials`` entries (default V // 8, at most V - 1 so that
+  one finite entry is left) are -inf, as vocab padding.
 - ``poison_mix``: a healthy gaussian batch with rows poisoned in turn: one NaN, one +inf, two
   +inf, all -inf (``specials`` of them, default 4, at seed-chosen rows).
-- ``huge``: gaussian plus a shift of +-(scale * 1e4): a missing max-subtraction overflows.
-- ``subnormal``: float32 subnormal magnitudes (about 1e-40): softmax is uniform to rounding.
+- ``huge``: gaussian plus a shift of +-(scale * 1e4): a missing max-subtraction overflows. In
+  float16 the shift is capped at 3e4 so that the row stays finite (float16 max is 65504).
+- ``subnormal``: subnormal magnitudes of the dtype (about 1e-40 in float32 and bfloat16, 3e-6
+  in float16): softmax is uniform to rounding.
 - ``bf16_quantized``: gaussian values rounded to bfloat16, kept in the recipe's dtype: many
   exact ties.
+- ``row_offsets``: gaussian whose rows sit at very different heights (row b shifted by a
+  seed-drawn offset in +-(100 * scale)): a max taken over the whole batch instead of each row
+  underflows the rows far below it.
 
 ``pad > 0`` makes the rows non-contiguous: the logits are ``buffer[:, :V]`` of a ``[B, V + pad]``
 buffer whose padding holds garbage (large values that would win if read).
@@ -41,10 +46,10 @@ from equiv.validation import check_choice, check_float, check_int
 DTYPES = ("float32", "bfloat16", "float16")
 POSITIONS = ("first", "last", "tail", "random")
 FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties", "neginf_pad",
-            "poison_mix", "huge", "subnormal", "bf16_quantized")
+            "poison_mix", "huge", "subnormal", "bf16_quantized", "row_offsets")
 # Families whose rows are all healthy and finite (safe for metamorphic properties on values).
 HEALTHY_FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties",
-                    "huge", "subnormal", "bf16_quantized")
+                    "huge", "subnormal", "bf16_quantized", "row_offsets")
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,10 @@ class Recipe:
                     f"recipe item {item!r}: {key} must be {types[key]}, got {value!r}") from None
         return cls(**kwargs)
 
+    def _repr_pretty_(self, printer, cycle):
+        # Hypothesis prints failing examples with this: one replayable line, not eleven fields.
+        printer.text(f"Recipe.parse({str(self)!r})")
+
     def with_(self, **changes) -> "Recipe":
         return replace(self, **changes)
 
@@ -142,11 +151,15 @@ def _base(rng, r: Recipe, shape) -> np.ndarray:
         return (-1.1 * r.scale * np.log(ranks) + 0.3 * r.scale * rng.standard_normal(shape) + r.shift)
     if fam == "near_uniform":
         return (1.0 + r.shift) + 1e-6 * r.scale * rng.standard_normal(shape)
-    if fam == "subnormal":
-        return 1e-40 * r.scale * rng.standard_normal(shape)
+    if fam == "subnormal":                       # float16 subnormals lie under 6.1e-5
+        return (3e-6 if r.dtype == "float16" else 1e-40) * r.scale * rng.standard_normal(shape)
     if fam == "huge":
         sign = 1.0 if r.seed % 2 == 0 else -1.0
-        return r.scale * rng.standard_normal(shape) + sign * 1e4 * r.scale + r.shift
+        lift = min(1e4 * r.scale, 3e4) if r.dtype == "float16" else 1e4 * r.scale
+        return r.scale * rng.standard_normal(shape) + sign * lift + r.shift
+    if fam == "row_offsets":
+        offsets = 100.0 * r.scale * rng.uniform(-1.0, 1.0, size=(shape[0], 1))
+        return r.scale * rng.standard_normal(shape) + offsets + r.shift
     return r.scale * rng.standard_normal(shape) + r.shift
 
 
@@ -173,8 +186,8 @@ def build(r: Recipe, device="cpu"):
                 vals_at[i] = torch.nextafter(vals_at[i - 1], torch.tensor(-float("inf"), dtype=x.dtype))
             row[pos] = vals_at
         elif r.family == "neginf_pad":
-            n = r.specials or max(r.vocab // 8, 1)
-            if n < r.vocab:                      # keep at least one finite entry per row
+            n = min(r.specials or max(r.vocab // 8, 1), r.vocab - 1)   # one finite entry stays
+            if n > 0:
                 row[r.vocab - n:] = -float("inf")
     if r.family == "poison_mix" and r.batch:
         n = min(r.specials or 4, r.batch)

@@ -1,0 +1,242 @@
+"""Run one property against one subject: the ``suite`` fixture of every property test.
+
+Plan
+----
+- ``Suite.run(check, weight=..., **strategies)`` wraps ``check`` in Hypothesis at run time, so
+  each subject gets its own budget: ``max_examples`` is the profile's (``--equiv-budget full``) or
+  ``QUICK_EXAMPLES`` (``quick``), times the property's ``weight`` and the subject's
+  ``example_factor``. A ``--hypothesis-seed`` given on the command line seeds every property,
+  also under the derandomized ``ci`` profile (so the gate's ``--seed`` changes the examples);
+  a random profile gets a fresh seed that the REPRO line carries.
+- ``Suite.call`` runs the subject once: a raise, a broken contract (``equiv.compare``'s own
+  contract check) or an input changed in place is a failure. ``Suite.expect_equivalent`` is the
+  full comparison pipeline of ``equiv.compare``.
+- Every failure is a ``PropertyFailure`` (an ``AssertionError``) whose message says what broke,
+  where and by how much; Hypothesis adds the shrunk ``Falsifying example``; the runner adds a
+  ``REPRO:`` note with the pytest command, and records property, example counts,
+  counterexample and repro as ``equiv_*`` user properties for ``--equiv-report-json``.
+- A (path, property) in the known-failure ledger runs the ledger's witness as an explicit
+  first example, so its strict xfail is proven whatever the budget or seed.
+"""
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from properties.known_failures import KNOWN_FAILURES
+from properties.subjects import QUICK_EXAMPLES
+
+
+class PropertyFailure(AssertionError):
+    """A property did not hold; ``repro`` is a command that replays the failing input."""
+
+    def __init__(self, message: str, repro: str | None = None):
+        super().__init__(message)
+        self.repro = repro
+
+
+@dataclass(frozen=True)
+class Output:
+    """A subject's answer moved to the CPU: ``p`` float64 ``[B, k]``, ``idx`` int64 ``[B, k]``."""
+
+    p: np.ndarray
+    idx: np.ndarray
+
+
+def to_numpy(t) -> np.ndarray:
+    import torch
+
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()                            # exact: both embed in float32
+    return t.detach().cpu().numpy()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _notes(exc: BaseException) -> list[str]:
+    seen = {id(exc): exc, id(_leaf(exc)): _leaf(exc)}
+    return [n for e in seen.values() for n in getattr(e, "__notes__", [])]
+
+
+def raw_repro(spec: str, values: np.ndarray, dtype: str, k: int) -> str:
+    """A self-contained command for an element-level input (small V only)."""
+    rows = "[" + ", ".join("[" + ", ".join(f"float('{v}')" if not np.isfinite(v) else repr(float(v))
+                                           for v in row) + "]" for row in values) + "]"
+    return (f"REPRO: python -c \"import equiv, torch; print(equiv.compare({spec!r}, "
+            f"torch.tensor({rows}).to(torch.{dtype}), k={k}))\"")
+
+
+class Suite:
+    """What a property test needs: the subject, the options, strategies, calls and failures."""
+
+    def __init__(self, request, subject, opts):
+        self.request = request
+        self.subject = subject
+        self.opts = opts
+        self.property = request.node.originalname.removeprefix("test_")
+        request.node.user_properties.append(("equiv_property", self.property))
+
+    # -- what is judged -------------------------------------------------------------------------
+    @property
+    def k(self) -> int:
+        return self.opts.k
+
+    @property
+    def device(self) -> str:
+        return self.opts.device
+
+    @property
+    def dtypes(self) -> tuple:
+        return self.opts.dtypes
+
+    def recipes(self, families, **kwargs):
+        from properties import strategies
+
+        b = self.subject.budget
+        kwargs.setdefault("min_vocab", self.k)
+        kwargs["max_vocab"] = min(kwargs.get("max_vocab", b.max_vocab), b.max_vocab)
+        kwargs["max_batch"] = min(kwargs.get("max_batch", b.max_batch), b.max_batch)
+        return strategies.recipes(families, self.dtypes, **kwargs)
+
+    def tolerance(self, dtype):
+        from equiv.tolerance import tolerance_for
+
+        return tolerance_for(dtype)
+
+    # -- calling the subject --------------------------------------------------------------------
+    def build(self, recipe):
+        return recipe.build(self.device)
+
+    def tensor(self, values: np.ndarray, dtype: str):
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(values)).to(getattr(torch, dtype)).to(self.device)
+
+    def call(self, x, k: int | None = None, *, what: str = "the input") -> Output:
+        """One call of the subject; a raise, a broken contract or a changed input fails."""
+        from equiv.compare import _contract
+
+        k = self.k if k is None else k
+        before = x.clone()
+        try:
+            out = self.subject.fn(x, k)
+            if x.device.type == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+        except Exception as exc:
+            self.fail(f"the subject raised {type(exc).__name__} on {what} "
+                      f"[{x.shape[0]}, {x.shape[1]}] {x.dtype}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        problem = _contract(out, x, k)
+        if problem is not None:
+            self.fail(f"contract broken on {what}: {problem}")
+        self.check_untouched(x, before, what)
+        return Output(to_numpy(out[0]).astype(np.float64), to_numpy(out[1]).astype(np.int64))
+
+    def check_untouched(self, x, before, what: str = "the input") -> None:
+        import torch
+
+        bits = {2: torch.int16, 4: torch.int32}[x.element_size()]
+        if torch.equal(x.view(bits), before.view(bits)):
+            return
+        changed = (x.view(bits) != before.view(bits)).nonzero()
+        r, c = (int(v) for v in changed[0])
+        self.fail(f"the subject modified {what} in place: {changed.shape[0]} elements changed, first "
+                  f"at [{r}, {c}]: was {float(before[r, c])}, now {float(x[r, c])}")
+
+    def expect_equivalent(self, x, *, recipe=None, raw=None, k: int | None = None,
+                          what: str = "the input"):
+        """``equiv.compare`` on ``x``; a failed check fails the property with its summary."""
+        from equiv.compare import compare
+
+        k = self.k if k is None else k
+        before = x.clone()
+        res = compare(self.subject.fn, x, k, recipe=recipe, name=self.subject.name)
+        self.check_untouched(x, before, what)
+        if res.passed:
+            return res
+        lines = res.summary().splitlines()[:-1]    # the last line is the REPRO, rebuilt below
+        repro = res.repro if raw is None else raw_repro(self.subject.name, raw, str(x.dtype)[6:], k)
+        failed = ", ".join(c.name for c in res.failed_checks)
+        self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro)
+
+    def fail(self, message: str, repro: str | None = None):
+        text = f"{self.property} [{self.subject.name}]: {message}"
+        if repro:
+            text += "\n" + repro
+        raise PropertyFailure(text, repro=repro)
+
+    # -- running a property ---------------------------------------------------------------------
+    def examples(self, weight: float) -> int:
+        from hypothesis import settings
+
+        base = QUICK_EXAMPLES if self.opts.budget == "quick" else settings.default.max_examples
+        return max(1, round(base * weight * self.subject.budget.example_factor))
+
+    def _seed(self):
+        from hypothesis import settings
+
+        forced = self.request.config.getoption("hypothesis_seed", None)
+        if forced is not None:
+            return int(forced) if str(forced).isdigit() else forced
+        if settings.default.derandomize:
+            return None
+        return random.getrandbits(32)
+
+    def pytest_repro(self, seed) -> str:
+        from hypothesis import settings
+
+        node = self.request.node
+        args = [f"'{node.path}::{node.name}'"] + self.opts.cli()
+        if seed is not None:
+            args.append(f"--hypothesis-seed={seed}")
+        return (f"REPRO: HYPOTHESIS_PROFILE={settings.get_current_profile_name()} "
+                f"python -m pytest {' '.join(args)} -p no:cacheprovider")
+
+    def run(self, check, *, weight: float = 1.0, **strategies) -> None:
+        """Run ``check(**drawn)`` under Hypothesis with this subject's budget (module docstring)."""
+        from hypothesis import example, given, seed as with_seed, settings
+
+        counts = {"examples": 0, "first_failure": None}
+
+        @functools.wraps(check)
+        def counted(*args, **kwargs):
+            counts["examples"] += 1
+            try:
+                check(*args, **kwargs)
+            except BaseException:
+                if counts["first_failure"] is None:
+                    counts["first_failure"] = counts["examples"]
+                raise
+
+        test = given(**strategies)(settings(max_examples=self.examples(weight),
+                                            report_multiple_bugs=False)(counted))
+        known = None if self.subject.explicit else KNOWN_FAILURES.get((self.subject.name, self.property))
+        if known is not None:                    # the ledger's witness proves the failure first
+            test = example(**known.example())(test)
+        seed = self._seed()
+        if seed is not None:
+            test = with_seed(seed)(test)
+        props = self.request.node.user_properties
+        try:
+            test()
+        except (pytest.skip.Exception, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            leaf = _leaf(exc)
+            falsifying = "\n".join(n.strip() for n in _notes(exc) if "Falsifying" in n) or None
+            repro = [r for r in (getattr(leaf, "repro", None), self.pytest_repro(seed)) if r]
+            exc.add_note("\n".join(repro[-1:]))
+            props += [("equiv_examples", counts["examples"]), ("equiv_first_failure", counts["first_failure"]),
+                      ("equiv_message", "\n".join(str(leaf).strip().splitlines()[:8])),
+                      ("equiv_counterexample", falsifying), ("equiv_repro", "\n".join(repro))]
+            raise
+        props.append(("equiv_examples", counts["examples"]))

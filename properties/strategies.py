@@ -1,0 +1,115 @@
+"""Hypothesis strategies over equiv's input recipes, and raw element-level arrays for small V.
+
+Plan
+----
+- ``recipes(...)`` draws an ``equiv.Recipe``: family first, then V, batch, dtype, seed and the
+  family's own knobs. Every choice shrinks toward the simplest case (family ``gaussian``, V = 1,
+  one row, the first dtype asked for, seed 0, scale 1, no shift, two ties, no padding), so a
+  failure at V = 129280 ends as the smallest recipe that still fails. V comes from the sizes that
+  straddle tile edges (``VOCABS``) up to the real vocabulary 129280; knobs a family ignores are
+  not drawn, so shrunk recipes print only what matters.
+- ``raw_logits(...)`` draws ``[B, V]`` float32 arrays element by element (V <= 40) from a mix of
+  ordinary values, specials (-inf, +inf, NaN, -0.0, subnormals, float32 max, exp's overflow and
+  underflow thresholds) and the whole float32 range: shrinking reaches single values.
+- ``exact_shifts(dtype)`` and ``permutations()`` draw the follow-up inputs of the metamorphic
+  relations (see ``properties.relations``).
+Costs are bounded by ``max_elements`` (B * V): a full-size example is a few rows.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from equiv.inputs import DTYPES, FAMILIES
+
+VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280)
+BATCHES = (7, 9, 17, 33)                 # beyond 1..6: odd sizes, never a power of two
+SCALES = (1.0, 0.5, 2.0, 4.0, 8.0, 16.0, 0.125, 30.0)
+SHIFTS = (0.0, -30.0, 8.0, -1000.0, 100.0)
+PADS = (0, 1, 7, 129)
+POSITIONS = ("random", "first", "last", "tail")   # "random" first: the Recipe default
+MAX_ELEMENTS = 2 ** 20                   # B * V of one example: 8 rows at V = 129280
+
+_USES_TIES = ("ties_max", "near_ties")
+_USES_SPECIALS = ("neginf_pad", "poison_mix")
+
+# Finite raw values stay within 2**30: reference/softmax_topk.py computes p = exp(x - lse) with
+# lse = m + log(sum), and for |m| above ~1e11 the float64 rounding of m swallows log(sum) (rows
+# [2**41, 2**41] get p = 0.49989, [3.4e38, 3.4e38] get p = 1.0; the truth is 0.5). Until the
+# reference keeps (x - m) - log(sum) apart, larger magnitudes would fail every correct path.
+MAX_RAW_MAGNITUDE = 2.0 ** 30
+SPECIAL_VALUES = (-math.inf, math.inf, math.nan, -0.0, 1e-45, -1e-45, 1.1754944e-38,
+                  MAX_RAW_MAGNITUDE, -MAX_RAW_MAGNITUDE, 88.72284, -103.97208, 65504.0, 1e4, -1e4)
+
+
+def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
+    sizes = [v for v in VOCABS if min_vocab <= v <= max_vocab] or [max(min_vocab, 1)]
+    return st.sampled_from(sizes)
+
+
+@st.composite
+def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, min_vocab: int = 1,
+            max_batch: int = 33, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
+            pad: bool = True):
+    """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case."""
+    from equiv.inputs import Recipe
+
+    family = draw(st.sampled_from(tuple(families)))
+    vocab = draw(vocabs(max_vocab, min_vocab))
+    cap = max(min_batch, min(max_batch, max_elements // vocab))
+    batch = min(draw(st.integers(min_batch, 6) | st.sampled_from(BATCHES)), cap)
+    knobs = {"dtype": draw(st.sampled_from(tuple(dtypes))),
+             "seed": draw(st.integers(0, 2 ** 31 - 1)),
+             "scale": draw(st.sampled_from(SCALES))}
+    # Every knob is drawn for every family, so that examples of all families have the same
+    # shape: Hypothesis orders examples by length first, and a family that drew fewer knobs
+    # would look "simpler" than gaussian and stop the shrinker. Unused knobs keep the default.
+    drawn = {"shift": draw(st.sampled_from(SHIFTS)),
+             "ties": min(draw(st.integers(2, 9) | st.sampled_from((33, 1025))), max(vocab, 2)),
+             "position": draw(st.sampled_from(POSITIONS)),
+             "specials": draw(st.integers(0, 6)),
+             "pad": draw(st.sampled_from(PADS)) if pad else 0}
+    for knob, value in drawn.items():
+        if knob == "pad" or (knob == "shift" and family != "subnormal") or \
+                (knob in ("ties", "position") and family in _USES_TIES) or \
+                (knob == "specials" and family in _USES_SPECIALS):
+            knobs[knob] = value
+    return Recipe(family=family, vocab=vocab, batch=batch, **knobs)
+
+
+def elements(nonfinite: bool = True):
+    """float32 values: ordinary ones first (they shrink to 0.0), then specials, then anything."""
+    specials = [v for v in SPECIAL_VALUES if nonfinite or math.isfinite(v)]
+    return st.one_of(st.floats(-20, 20, width=32), st.sampled_from(specials),
+                     st.floats(-MAX_RAW_MAGNITUDE, MAX_RAW_MAGNITUDE, width=32, allow_subnormal=True))
+
+
+def raw_logits(*, max_vocab: int = 40, min_vocab: int = 1, max_batch: int = 4, nonfinite: bool = True):
+    """``[B, V]`` float32 arrays drawn element by element (small V only)."""
+    shape = st.tuples(st.integers(1, max_batch), st.integers(min_vocab, max(min_vocab, max_vocab)))
+    return hnp.arrays(np.float32, shape, elements=elements(nonfinite))
+
+
+# Exact shifts: on a grid of spacing ``g`` with |x| <= x_max and |c| <= c_max, x + c is exact in
+# the dtype, because |x + c| < 2**e and 2**e / g <= 2**(significand bits). So softmax(x + c) is
+# softmax(x) exactly, and the relation needs no allowance for the shift's own rounding.
+SHIFT_GRID = {                           # dtype: (grid g, x_max, c_max)
+    "float32": (2.0 ** -10, 2.0 ** 12, 2.0 ** 13),   # |x + c| < 2**14, 2**24 grid points
+    "bfloat16": (2.0 ** -2, 2.0 ** 4, 2.0 ** 5),     # |x + c| < 2**6,  2**8 grid points
+    "float16": (2.0 ** -4, 2.0 ** 5, 2.0 ** 6),      # |x + c| < 2**7,  2**11 grid points
+}
+
+
+def exact_shifts(dtype: str):
+    """A shift c (a float) that is exact on the dtype's grid; shrinks toward small shifts."""
+    g, _, c_max = SHIFT_GRID[dtype]
+    n = int(c_max / g)
+    return st.one_of(st.integers(-n, n), st.sampled_from((n, -n))).map(lambda i: i * g)
+
+
+def permutations():
+    """How to permute the vocabulary: ('reverse' | 'roll' | 'random', seed)."""
+    return st.tuples(st.sampled_from(("reverse", "roll", "random")), st.integers(0, 2 ** 31 - 1))

@@ -1,0 +1,102 @@
+"""Properties of calls rather than of one answer: state, k > 1, and the built-ins' own checks.
+
+Test plan
+---------
+- ``repeated_calls``: three calls on inputs of one shape -- x1, then x2 (x1 rolled along the
+  vocabulary, so its answer is x1's shifted), then x1 again. The second answer must be the
+  first one rolled and the third must equal the first: a result cached from an earlier call
+  (keyed by shape, pointer or dtype) or state left by the previous call fails. Every call in the
+  suite also checks that the subject did not write its input (``Suite.call``).
+- ``topk_ordering``: at k > 1 (``--equiv-k``, or k in 2..8 for a built-in path that supports it
+  when the run judges at k = 1): the full comparison, plus distinct indices, descending
+  ``topk_p`` (up to the allowance), and the top-k summing to at most 1. Inputs heavy in ties
+  (ties at the max, 1-ULP near-ties, bfloat16-quantized, near-uniform), where orderings break.
+- ``builtin_argument_errors``: equiv's built-in paths refuse ``k < 1`` and ``k > V`` with one
+  clear line naming k, and answer ``B = 0`` with empty ``[0, k]`` tensors. A candidate is
+  judged on valid inputs only, so this property is skipped for ``--equiv-candidate``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+from equiv.inputs import HEALTHY_FAMILIES
+from properties import relations as rel
+
+TIE_FAMILIES = ("ties_max", "near_ties", "bf16_quantized", "near_uniform", "gaussian", "zipf")
+
+
+def test_repeated_calls(subject, suite):
+    def repeated_calls(recipe, roll):
+        x1 = suite.build(recipe)
+        perm = np.roll(np.arange(recipe.vocab), 1 + roll % (recipe.vocab - 1))
+        x2 = rel.permute_vocab(x1, perm)
+        first = suite.call(x1, what="x1 (first call)")
+        second = suite.call(x2, what="x2 = x1 rolled (second call)")
+        third = suite.call(x1, what="x1 again (third call)")
+        ref = rel.reference_of(x1, suite.k)
+        tol = suite.tolerance(recipe.dtype)
+        for answer, label, index_map in ((second, "x2 (x1 rolled)", perm), (third, "x1 again", None)):
+            problem = rel.disagreement(first, answer, ref, tol, b_index_map=index_map)
+            if problem is not None:
+                suite.fail(f"recipe {recipe}: the answer for {label} is not the one the first call "
+                           f"implies (stale or cached state?): {problem}")
+
+    suite.run(repeated_calls, weight=0.5, recipe=suite.recipes(HEALTHY_FAMILIES + ("poison_mix",), min_vocab=2),
+              roll=st.integers(1, 2 ** 20))
+
+
+def _ordering_k(suite, subject):
+    if suite.k > 1:
+        return st.just(suite.k)
+    if subject.explicit and not subject.builtin:
+        pytest.skip("this run judges the candidate at k = 1; ordering needs --equiv-k >= 2")
+    if not subject.supports_k(2):
+        pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k} only")
+    return st.integers(2, min(subject.max_k or 8, 8))
+
+
+@pytest.mark.own_k
+def test_topk_ordering(subject, suite):
+    ks = _ordering_k(suite, subject)
+
+    def topk_ordering(recipe, k):
+        x = suite.build(recipe)
+        suite.expect_equivalent(x, recipe=recipe, k=k, what=f"recipe {recipe} at k={k}")
+        out = suite.call(x, k)
+        tol = suite.tolerance(recipe.dtype)
+        problem = rel.bounds_problem(out, rel.reference_of(x, k), tol)
+        dup = [b for b in range(out.idx.shape[0]) if len(set(out.idx[b].tolist())) < k]
+        if dup:
+            problem = f"row {dup[0]} repeats an index: {out.idx[dup[0]].tolist()}"
+        with np.errstate(invalid="ignore"):
+            rises = np.flatnonzero((np.diff(out.p, axis=1) > tol.allowed(out.p[:, 1:], out.p[:, :1])).any(axis=1))
+        if rises.size:
+            problem = f"row {int(rises[0])}: topk_p is not descending: {out.p[rises[0]].tolist()}"
+        if problem is not None:
+            suite.fail(f"recipe {recipe} at k={k}: {problem}")
+
+    suite.run(topk_ordering, weight=0.5, recipe=suite.recipes(TIE_FAMILIES, min_vocab=max(8, suite.k)), k=ks)
+
+
+@pytest.mark.own_k
+def test_builtin_argument_errors(subject, suite):
+    import torch
+
+    from equiv.errors import InvalidArgument
+
+    if not subject.builtin:
+        pytest.skip("a candidate is judged on valid inputs only (k in [1, V], B >= 1)")
+    x = torch.zeros((2, 5), device=suite.device)
+    for k, needle in ((0, "k=0 is invalid"), (6, "k=6 is invalid for V=5")):
+        with pytest.raises(InvalidArgument) as info:
+            subject.fn(x, k)
+        message = str(info.value)
+        if needle not in message or "\n" in message:
+            suite.fail(f"k={k} on [2, 5] raised {message!r}: expected one line containing {needle!r}")
+    for k in sorted({1, subject.max_k or 3}):
+        p, idx = subject.fn(torch.zeros((0, 16), device=suite.device), k)
+        if tuple(p.shape) != (0, k) or tuple(idx.shape) != (0, k) or idx.dtype != torch.int64:
+            suite.fail(f"B=0 at k={k} returned shapes {list(p.shape)}, {list(idx.shape)} "
+                       f"({idx.dtype}); expected [0, {k}] and int64")
