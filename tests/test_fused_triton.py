@@ -33,8 +33,8 @@ FUSED = equiv.get_path("fused_triton")
 # both ways of combining the partials.
 LAYOUTS = {
     "default": FUSED,
-    "b256_s3_fused": with_layout(block=256, splits=3, combine="fused"),
-    "b128_s7_separate": with_layout(block=128, splits=7, combine="separate"),
+    "b256_r4_s3_fused": with_layout(block=256, rows=4, splits=3, combine="fused"),
+    "b128_r2_s7_separate": with_layout(block=128, rows=2, splits=7, combine="separate"),
     "b64_one_chunk": with_layout(block=64, splits=1),
 }
 

@@ -49,9 +49,11 @@ import triton.language as tl
 # Read once, when the kernels are decorated: the Triton interpreter is chosen at that moment.
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
-LOG2E = 1.4426950408889634
-NEG_FLT_MAX = -3.4028234663852886e38
-BIG_INDEX = 2147483647           # loses every "lowest index" comparison; never returned
+# Kernels may read module globals only when they are constexpr.
+INTERPRETED_NAN_GUARD = tl.constexpr(INTERPRETED)
+LOG2E = tl.constexpr(1.4426950408889634)
+NEG_FLT_MAX = tl.constexpr(-3.4028234663852886e38)
+BIG_INDEX = tl.constexpr(2147483647)   # loses every "lowest index" comparison; never returned
 
 
 @triton.jit
@@ -113,38 +115,53 @@ def _combine_row(row, SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, pa
 def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
                        ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
-                       K_PAD: tl.constexpr, BLOCK: tl.constexpr, FUSED_COMBINE: tl.constexpr):
+                       K_PAD: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
+                       FUSED_COMBINE: tl.constexpr):
     row = tl.program_id(0)
     split = tl.program_id(1)
     start = split * CHUNK
     stop = tl.minimum(start + CHUNK, V)
-    lane = tl.arange(0, BLOCK)
+    lane = tl.arange(0, LANES)
+    # A tile is ROWS x LANES consecutive logits; LANES is one 16-byte load per thread across the
+    # program, so each thread holds whole columns and the reduction over ROWS stays in registers.
+    tile = tl.arange(0, ROWS)[:, None] * LANES + lane[None, :]
     x_row = x_ptr + row.to(tl.int64) * stride_row     # B x stride may pass 2**31
 
-    m = tl.full([BLOCK], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
-    at = tl.zeros([BLOCK], tl.int32) + start           # tile offset of each lane's max
+    m = tl.full([LANES], float("-inf"), tl.float32)
+    s = tl.zeros([LANES], tl.float32)
+    at = tl.zeros([LANES], tl.int32) + start           # offset of the row of each lane's max
     rank = tl.arange(0, K_PAD)
     list_v = tl.full([K_PAD], float("-inf"), tl.float32)
     list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)     # BIG_INDEX marks an empty slot
     worst_v = tl.full([], float("-inf"), tl.float32)
     worst_j = tl.full([], BIG_INDEX, tl.int32)
-    for off in range(start, stop, BLOCK):
-        offs = off + lane
+    for off in range(start, stop, ROWS * LANES):
+        offs = off + tile
         inside = offs < stop
         x = tl.load(x_row + offs, mask=inside, other=float("-inf")).to(tl.float32)
-        gt = x > m
-        e = tl.exp2(tl.abs(x - tl.maximum(m, NEG_FLT_MAX)) * -LOG2E)
-        s = tl.where(gt, s * e + 1.0, s + e)
-        m = tl.where(gt, x, m)
-        if K == 1:
-            at = tl.where(gt, off, at)
+        if INTERPRETED_NAN_GUARD:          # NumPy's argmax refuses all-NaN columns; CUDA's does not
+            x_cmp = tl.where(x == x, x, float("-inf"))
         else:
-            key = tl.where(x == x, x, float("-inf"))   # NaN rows: p is NaN; indices stay valid
-            key_j = tl.where(inside, offs, BIG_INDEX)
-            tile_v = tl.max(key, 0)
+            x_cmp = x
+        col_max, col_row = tl.max(x_cmp, 0, return_indices=True,
+                                  return_indices_tie_break_left=True)
+        gt = col_max > m                                # NaN never wins: m is never NaN
+        m_new = tl.where(gt, col_max, m)
+        ref = tl.maximum(m_new, NEG_FLT_MAX)
+        # Subtract before scaling by log2(e): x * log2(e) would round |x| u, too much at |x| ~ 1e4.
+        s = (s * tl.exp2((m - ref) * LOG2E)
+             + tl.sum(tl.exp2((x - ref[None, :]) * LOG2E), 0))
+        m = m_new
+        if K == 1:
+            at = tl.where(gt, off + col_row * LANES, at)
+        else:
+            # NaN rows: p is NaN whatever is listed; keys without NaN keep the indices valid.
+            tile_v = tl.max(tl.where(col_max == col_max, col_max, float("-inf")), 0)
             if (tile_v > worst_v) | (worst_j == BIG_INDEX):
-                tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX), 0)
+                key = tl.where(x == x, x, float("-inf"))
+                key_j = tl.where(inside, offs, BIG_INDEX)
+                tile_v = tl.max(key)
+                tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
                 while (tile_v > worst_v) | ((tile_v == worst_v) & (tile_j < worst_j)):
                     # Replace the worst slot (the highest-numbered one of equal entries).
                     worst = (rank < K) & (list_v == worst_v) & (list_j == worst_j)
@@ -156,8 +173,8 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                     key_j = tl.where(taken, BIG_INDEX, key_j)
                     worst_v = tl.min(tl.where(rank < K, list_v, float("inf")), 0)
                     worst_j = tl.max(tl.where((rank < K) & (list_v == worst_v), list_j, -1), 0)
-                    tile_v = tl.max(key, 0)
-                    tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX), 0)
+                    tile_v = tl.max(key)
+                    tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
 
     M = tl.max(m, 0)
     S = tl.sum(s * tl.exp2((m - tl.maximum(M, NEG_FLT_MAX)) * LOG2E), 0)
@@ -194,24 +211,32 @@ def _combine_kernel(SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """How one call is laid out: BLOCK-wide tiles, ``splits`` programs per row of ``chunk``
-    elements each, ``num_warps`` per program, and whether the last program of a row combines
-    the partials (``fused``) or a second launch does (``separate``)."""
+    """How one call is laid out: tiles of ``rows`` x ``lanes`` logits (``block`` in all),
+    ``splits`` programs per row of ``chunk`` logits each, ``num_warps`` per program, and
+    whether the last program of a row combines the partials (``fused``) or a second launch
+    does (``separate``)."""
 
-    block: int
+    rows: int
+    lanes: int
     num_warps: int
     splits: int
     chunk: int
     combine: str = "fused"
 
+    @property
+    def block(self) -> int:
+        return self.rows * self.lanes
+
 
 # Chosen from the sweep in docs/kernel-notes.md (equiv/kernels/tune.py).
-GPU_BLOCK = {4: 2048, 2: 4096}           # element size -> tile width (16-byte loads, 4 warps)
 GPU_WARPS = 4
+GPU_ROWS = 4
+GPU_ROWS_TOPK = 2                # the running list costs registers: fewer rows in flight
 PROGRAMS_PER_SM = 4
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
-INTERP_BLOCK = 8192
+INTERP_LANES = 1024
+INTERP_ROWS = 8
 INTERP_PROGRAMS = 4
 
 _SM_COUNT: dict = {}
@@ -223,23 +248,35 @@ def _sm_count(device) -> int:
     return _SM_COUNT[device]
 
 
-def choose_config(batch: int, vocab: int, elem_size: int, device, *, block=None, splits=None,
-                  num_warps=None, combine="fused", programs_per_sm=None) -> KernelConfig:
+def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
+                  rows=None,
+                  splits=None, num_warps=None, combine="fused",
+                  programs_per_sm=None) -> KernelConfig:
     """Fill the machine: about ``programs_per_sm`` programs per multiprocessor (or
-    ``INTERP_PROGRAMS`` under the interpreter), splitting rows when B alone is too few."""
+    ``INTERP_PROGRAMS`` under the interpreter), splitting rows when B alone is too few.
+
+    ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
+    ``GPU_ROWS`` (k = 1) or ``GPU_ROWS_TOPK`` rows of one 16-byte load per thread."""
+    num_warps = num_warps or GPU_WARPS
     if INTERPRETED or torch.device(device).type != "cuda":
-        block = block or INTERP_BLOCK
+        lanes, rows_default = INTERP_LANES, INTERP_ROWS
         target = INTERP_PROGRAMS
     else:
-        block = block or GPU_BLOCK.get(elem_size, 2048)
+        lanes = num_warps * 32 * (16 // elem_size)
+        rows_default = GPU_ROWS if k == 1 else GPU_ROWS_TOPK
         target = (programs_per_sm or PROGRAMS_PER_SM) * _sm_count(torch.device(device))
+    if block is not None:
+        rows = rows or max(1, block // lanes)
+        lanes = block // rows
+    rows = rows or rows_default
+    block = rows * lanes
     tiles = triton.cdiv(vocab, block)
     if splits is None:
         splits = triton.cdiv(target, batch)
     splits = max(1, min(splits, tiles))
     chunk = triton.cdiv(tiles, splits) * block
     splits = triton.cdiv(vocab, chunk)            # no program may start past V
-    return KernelConfig(block, num_warps or GPU_WARPS, splits, chunk, combine)
+    return KernelConfig(rows, lanes, num_warps, splits, chunk, combine)
 
 
 def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None):
@@ -250,7 +287,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
     if logits.stride(1) != 1:                     # rows may be strided; elements must not be
         logits = logits.contiguous()
     if config is None:
-        config = choose_config(batch, vocab, logits.element_size(), logits.device)
+        config = choose_config(batch, vocab, logits.element_size(), logits.device, k)
     k_pad = triton.next_power_of_2(k)
     s_pad = triton.next_power_of_2(config.splits)
     dev = logits.device
@@ -267,8 +304,8 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
     _draft_topk_kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,
-        ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, BLOCK=config.block,
-        FUSED_COMBINE=fused, num_warps=config.num_warps)
+        ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
+        LANES=config.lanes, FUSED_COMBINE=fused, num_warps=config.num_warps)
     if config.splits > 1 and not fused:
         _combine_kernel[(batch,)](config.splits, part_m, part_s, part_i, part_v, part_j, topk_p,
                                   topk_index, S_PAD=s_pad, K=k, K_PAD=k_pad, num_warps=4)

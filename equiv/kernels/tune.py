@@ -5,9 +5,10 @@ buffers that exceed twice the L2, median per call), time for float32 and bfloat1
 B = 1, 8, 64, 256, 1024, V = 129280:
 - ``argmax_only``: a split-V kernel with the same layout that only finds the argmax and writes
   1.0: the floor this kernel is held to (issue 7: within 1.1x of such a kernel);
-- ``fused_triton`` at each tile width and warp count below, 4 programs per SM, fused combine;
-- at the wrapper's own tile width: 2 and 8 programs per SM, and the separate combine;
-- the wrapper's defaults at k = 1 (twice, for the run-to-run spread), 2, 4 and 8.
+- ``fused_triton`` at each tile height and warp count below, 4 programs per SM, fused combine;
+- at the wrapper's own tile: 2 and 8 programs per SM, and the separate combine;
+- the wrapper's defaults at k = 1 (twice, for the run-to-run spread), 2, 4 and 8, and k = 4
+  with other tile heights.
 Prints one line per point and writes every point as JSON.
 """
 from __future__ import annotations
@@ -25,8 +26,7 @@ from equiv.paths.fused_triton import with_layout
 
 VOCAB = 129280
 BATCHES = (1, 8, 64, 256, 1024)
-TILES = {torch.float32: [(1024, 4), (2048, 4), (4096, 4), (4096, 8)],
-         torch.bfloat16: [(2048, 4), (4096, 4), (8192, 4), (8192, 8)]}
+TILES = [(2, 4), (4, 4), (8, 4), (2, 8), (4, 8)]     # (rows, warps) of a tile
 
 
 @triton.jit
@@ -68,7 +68,8 @@ def _argmax_only_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, part_m_ptr, part_i_
 
 def argmax_only(logits, k):
     batch, vocab = logits.shape
-    cfg = fk.choose_config(batch, vocab, logits.element_size(), logits.device)
+    cfg = fk.choose_config(batch, vocab, logits.element_size(), logits.device, rows=1,
+                           block=4 * fk.GPU_WARPS * 32 * 16 // logits.element_size())
     p = torch.empty((batch, 1), dtype=torch.float32, device=logits.device)
     idx = torch.empty((batch, 1), dtype=torch.int64, device=logits.device)
     part_m = torch.empty(batch * cfg.splits, dtype=torch.float32, device=logits.device)
@@ -80,15 +81,16 @@ def argmax_only(logits, k):
     return p, idx
 
 
-def variants(dtype):
+def variants():
     out = [("argmax_only", argmax_only, 1), ("default", with_layout(), 1)]
-    for block, warps in TILES[dtype]:
-        out.append((f"b{block}w{warps}", with_layout(block=block, num_warps=warps), 1))
+    for rows, warps in TILES:
+        out.append((f"r{rows}w{warps}", with_layout(rows=rows, num_warps=warps), 1))
     for ppsm in (2, 8):
         out.append((f"ppsm{ppsm}", with_layout(programs_per_sm=ppsm), 1))
     out.append(("separate", with_layout(combine="separate"), 1))
     out.append(("default_again", with_layout(), 1))
     out += [(f"k{k}", with_layout(), k) for k in (2, 4, 8)]
+    out += [(f"k4_r{rows}", with_layout(rows=rows), 4) for rows in (1, 4)]
     return out
 
 
@@ -96,19 +98,20 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     ceiling, how = read_ceiling()
-    print(f"ceiling {ceiling:.0f} GB/s ({how}); defaults: block {fk.GPU_BLOCK}, warps "
-          f"{fk.GPU_WARPS}, {fk.PROGRAMS_PER_SM} programs/SM", flush=True)
+    print(f"ceiling {ceiling:.0f} GB/s ({how}); defaults: rows {fk.GPU_ROWS} (k > 1: "
+          f"{fk.GPU_ROWS_TOPK}), warps {fk.GPU_WARPS}, {fk.PROGRAMS_PER_SM} programs/SM", flush=True)
     points = []
     for dtype in (torch.float32, torch.bfloat16):
         for batch in BATCHES:
             bufs = make_buffers(batch, VOCAB, dtype, l2)
             nbytes = bufs[0].numel() * bufs[0].element_size()
             cells = []
-            for name, fn, k in variants(dtype):
+            for name, fn, k in variants():
                 try:
                     us = time_path(fn, bufs, k, replays=20)
                 except Exception as exc:          # one broken variant must not end the sweep
-                    cells.append(f"{name}=ERROR({type(exc).__name__}: {str(exc)[:200]})")
+                    cells.append(f"{name}=ERROR")
+                    print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
                     continue
                 pct = 100 * nbytes / (us * 1e-6) / 1e9 / ceiling
                 points.append({"dtype": str(dtype), "batch": batch, "variant": name, "k": k,

@@ -56,8 +56,9 @@ def _kernels(interpret: bool):
 def fused_triton(logits, k: int, **layout):
     """``(topk_p [B, k] float32, topk_index [B, k] int64)`` from one Triton kernel.
 
-    ``layout`` overrides the kernel's own choice of ``block``, ``splits``, ``num_warps`` and
-    ``combine`` (``"fused"`` or ``"separate"``); the tests and the tuning sweep use it."""
+    ``layout`` overrides the kernel's own choice (``block``, ``rows``, ``splits``,
+    ``num_warps``, ``programs_per_sm``, ``combine`` = ``"fused"`` or ``"separate"``: see
+    ``choose_config``); the tests and the tuning sweep use it."""
     import torch
 
     if logits.device.type == "cpu" and torch.cuda.is_available():
@@ -66,7 +67,7 @@ def fused_triton(logits, k: int, **layout):
     kernels = _kernels(interpret=logits.device.type == "cpu")
     config = None
     if layout:
-        config = kernels.choose_config(*logits.shape, logits.element_size(), logits.device,
+        config = kernels.choose_config(*logits.shape, logits.element_size(), logits.device, k,
                                        **layout)
     if not kernels.INTERPRETED:
         return kernels.draft_topk(logits, k, config)
