@@ -56,6 +56,15 @@ def test_target_only_passes_the_sampling_fit_and_greedy_tokens_fail_it(model):
     assert not bad and fit.min_p_value < 1e-6
 
 
+def test_an_emitted_token_outside_the_vocabulary_is_not_lossless(model):
+    out = decode(model, get_path("softmax_topk"), "target_only", steps=3, rounds=4, sequences=4, seed=0)
+    tokens = out.tokens.copy()
+    tokens[2, 1] = V
+    ok, detail = _sampling_lossless(model, DecodeOutcome(**{**out.__dict__, "tokens": tokens}), 0)
+    assert not ok and detail.to_json() == {"invalid_emitted_tokens": 1,
+                                           "first": {"sequence": 2, "position": 1, "token": V}}
+
+
 def test_metrics_follow_the_engine_definitions():
     out = DecodeOutcome("greedy", 3, accepted=np.array([[3, 0], [1, 2]]),
                         proposed=np.array([[3, 3], [3, 3]]), active=np.ones((2, 2), bool),

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.errors import EquivError
+from equiv.mtp.models import uniforms
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 GREEDY_VERIFIED = ("greedy", "confidence", "tree")
@@ -83,11 +84,9 @@ def call_path(path, logits, k: int, name: str):
 
 
 def _invalid(p, idx, vocab):
-    return ((idx < 0) | (idx >= vocab) | torch_isnan(p)).sum()
+    import torch
 
-
-def torch_isnan(t):
-    return t != t
+    return ((idx < 0) | (idx >= vocab) | torch.isnan(p)).sum()
 
 
 def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows, pos):
@@ -116,7 +115,7 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
         tprobs = torch.softmax(tlogits, dim=-1)
         p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
         offsets = torch.arange(steps, device=D.device)
-        u = _uniforms(seed, rows[:, None], pos[:, None] + offsets, _PURPOSE_ACCEPT)
+        u = uniforms(seed, rows[:, None], pos[:, None] + offsets, _PURPOSE_ACCEPT)
         match = (u < p_draft) & proposed
         a = torch.cumprod(match.to(torch.int64), 1).sum(1)
         row_p = tprobs[torch.arange(B, device=D.device), a]                     # [B, V]
@@ -127,7 +126,7 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
                               torch.where(drop[:, None], 0.0, row_p.gather(1, d_at.clamp(0, V - 1)[:, None])))
         cdf = torch.cumsum(row_p.double(), dim=1)
         total = cdf[:, -1]
-        u2 = _uniforms(seed, rows, pos + a, _PURPOSE_RESAMPLE) * total
+        u2 = uniforms(seed, rows, pos + a, _PURPOSE_RESAMPLE) * total
         sampled = torch.searchsorted(cdf, u2[:, None], right=True)[:, 0].clamp(max=V - 1)
         bonus = torch.where(total > 0, sampled, row_p.argmax(1))
     else:
@@ -190,12 +189,6 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
     last_ctx = torch.where(cur >= 0, sel_ctx.gather(1, cur.clamp(min=0)[:, None])[:, 0], ctx)
     n_proposed = torch.full((B,), n_sel, dtype=torch.int64, device=dev)
     return a, n_proposed, torch.stack(path_tokens, 1), bonus, last_ctx, invalid, outputs
-
-
-def _uniforms(seed, rows, positions, purpose):
-    from equiv.mtp.models import uniforms
-
-    return uniforms(seed, rows, positions, purpose)
 
 
 def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: int, seed: int,

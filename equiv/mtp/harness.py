@@ -199,8 +199,11 @@ def _sampling_lossless(model, outcome, seed):
     import torch
 
     tokens, lengths = outcome.tokens, outcome.lengths
-    if ((tokens < 0) | (tokens >= model.vocab))[np.arange(tokens.shape[1]) < lengths[:, None]].any():
-        return False, None
+    bad = ((tokens < 0) | (tokens >= model.vocab)) & (np.arange(tokens.shape[1]) < lengths[:, None])
+    if bad.any():
+        b, j = (int(v[0]) for v in np.nonzero(bad))
+        return False, InvalidEmitted(int(bad.sum()), {"sequence": b, "position": j,
+                                                      "token": int(tokens[b, j])})
     ctx = model.initial_contexts(tokens.shape[0])
     levels, ranks = [], []
     toks = torch.from_numpy(tokens).to(ctx.device)
@@ -214,6 +217,23 @@ def _sampling_lossless(model, outcome, seed):
     u = pit(model.rank_probabilities.numpy(), lv, rk, np.random.default_rng([seed, _PIT_SALT]))
     fit = sampling_fit(u, groups)
     return fit.passed, fit
+
+
+def _trace_name(trace):
+    if trace is None:
+        return None
+    return "(in-memory Trace: save_trace it to replay)" if hasattr(trace, "tokens") else str(trace)
+
+
+@dataclass(frozen=True)
+class InvalidEmitted:
+    """The sampling fit was not run: the decode emitted tokens outside [0, V)."""
+
+    count: int
+    first: dict
+
+    def to_json(self) -> dict:
+        return {"invalid_emitted_tokens": self.count, "first": self.first}
 
 
 def _repro(cfg, path, consumer):
@@ -259,8 +279,12 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         tr = trace if isinstance(trace, Trace) else load_trace(trace)
         if steps > tr.steps:
             raise InvalidArgument(f"steps={steps} is more than the trace's {tr.steps} draft depths")
+        if vocab is not None and vocab != tr.vocab:
+            raise InvalidArgument(f"vocab={vocab} does not match the trace's V={tr.vocab}: "
+                                  f"leave vocab out with a trace")
         model = TraceLM(tr, device)
-        sequences = tr.sequences if sequences is None else check_int("sequences", sequences, min_value=2)
+        sequences = tr.sequences if sequences is None else check_int(
+            "sequences", sequences, min_value=2, max_value=tr.sequences)
         rounds = int(tr.tokens.shape[1]) if rounds is None else check_int("rounds", rounds, min_value=1)
         vocab = tr.vocab
     else:
@@ -270,7 +294,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         model = SyntheticLM(vocab, seed=seed, device=device)
     cfg = {"paths": [c.name for c in cands], "consumers": consumers, "steps": steps, "vocab": vocab,
            "sequences": sequences, "rounds": rounds, "seed": seed, "device": device,
-           "budget": budget, "trace": str(trace) if isinstance(trace, (str, bytes)) or hasattr(trace, "__fspath__") else None,
+           "budget": budget, "trace": _trace_name(trace),
            "threshold": threshold, "tree_topk": tree_topk, "tree_tokens": tree_tokens,
            "margin": margin}
     kwargs = dict(steps=steps, rounds=rounds, sequences=sequences, seed=seed, threshold=threshold,

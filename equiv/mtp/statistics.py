@@ -19,9 +19,10 @@ returning NaN for a caller to compare.
   context, so all tokens pool into one exact test. ``u`` is binned into ``PIT_BINS`` equal bins
   and tested with Pearson's chi-square: once pooled, and once per group (the token's offset in
   its verify round: accepted draft positions and the bonus/resample slot), Bonferroni-corrected
-  to a family-wise ``alpha = 0.01``. A test fails only when it is significant AND the binned
-  histogram is at least ``TVD_FLOOR = 0.01`` from uniform in total variation, so a huge sample
-  cannot fail on a negligible shift, and a small one cannot fail on noise alone. The measured
+  to a family-wise ``alpha = 0.001`` (a gate that runs on every change must not be flaky).
+  A test fails only when it is significant AND the binned histogram is at least
+  ``TVD_FLOOR = 0.01`` from uniform in total variation: significance keeps noise from failing a
+  small sample, the floor keeps a negligible shift from failing a huge one. The measured
   false-positive rate and the smallest shift detected are in docs/mtp.md.
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ from equiv.errors import InvalidArgument
 
 ACCEPT_LENGTH_MARGIN = 0.05
 EQUIVALENCE_ALPHA = 0.05
-SAMPLING_ALPHA = 0.01
+SAMPLING_ALPHA = 0.001
 TVD_FLOOR = 0.01
 PIT_BINS = 20
 MIN_EXPECTED = 5.0             # Pearson's rule: a test needs >= 5 expected tokens per bin
