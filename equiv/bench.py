@@ -134,13 +134,13 @@ def time_path(fn, buffers: list, k: int, replays: int = 30) -> float:
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):              # compile and warm up outside the capture
+    with torch.cuda.stream(stream):              # compile and warm up on the capture stream
         for x in buffers[:2]:
             fn(x, k)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         outs = [fn(x, k) for x in buffers]
     ms = _median_event_ms(graph.replay, replays)
     del graph, outs

@@ -199,13 +199,19 @@ def test_gpu_tile_edges(vocab, dtype):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("k", [1, 4])
-def test_gpu_cuda_graph_capture_and_replay(k):
+@pytest.mark.parametrize("warm_on_capture_stream", [False, True])
+def test_gpu_cuda_graph_capture_and_replay(k, warm_on_capture_stream):
+    # Warm on the capture stream: the graph uses that stream's cached counter. Warm elsewhere:
+    # the capture allocates a zeroed counter of its own. Both must replay correctly, also
+    # between eager calls that use the same counters.
     f = equiv.get_path("fused_triton")
     static = torch.randn(8, 129280, device="cuda", dtype=torch.bfloat16)
-    f(static, k)                                 # compile outside the capture
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream if warm_on_capture_stream else torch.cuda.current_stream()):
+        f(static, k)                             # compile outside the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         out_p, out_i = f(static, k)
     for seed in range(3):                        # replay on new data: outputs must follow
         r = Recipe("poison_mix" if seed == 2 else "zipf", seed=seed, batch=8, vocab=129280,

@@ -112,6 +112,58 @@ def _combine_row(row, SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, pa
 
 
 @triton.jit
+def _tile_step(x_row, off, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
+               MASKED: tl.constexpr, K: tl.constexpr, LANES: tl.constexpr):
+    """Fold one ROWS x LANES tile at ``off`` into the running state (steps 1 and 2 of the plan)."""
+    offs = off + tile
+    if MASKED:
+        inside = offs < stop
+        x = tl.load(x_row + offs, mask=inside, other=float("-inf")).to(tl.float32)
+    else:
+        x = tl.load(x_row + offs).to(tl.float32)
+    if INTERPRETED_NAN_GUARD:          # NumPy's argmax refuses all-NaN columns; CUDA's does not
+        x_cmp = tl.where(x == x, x, float("-inf"))
+    else:
+        x_cmp = x
+    col_max, col_row = tl.max(x_cmp, 0, return_indices=True,
+                              return_indices_tie_break_left=True)
+    gt = col_max > m                                # NaN never wins: m is never NaN
+    m_new = tl.where(gt, col_max, m)
+    ref = tl.maximum(m_new, NEG_FLT_MAX)
+    # Subtract before scaling by log2(e): x * log2(e) would round |x| u, too much at |x| ~ 1e4.
+    s = (s * tl.exp2((m - ref) * LOG2E)
+         + tl.sum(tl.exp2((x - ref[None, :]) * LOG2E), 0))
+    m = m_new
+    if K == 1:
+        at = tl.where(gt, off + col_row * LANES, at)
+    else:
+        # NaN rows: p is NaN whatever is listed; keys without NaN keep the indices valid.
+        tile_v = tl.max(tl.where(col_max == col_max, col_max, float("-inf")), 0)
+        if (tile_v > worst_v) | (worst_j == BIG_INDEX):
+            key = tl.where(x == x, x, float("-inf"))
+            if MASKED:
+                key_j = tl.where(inside, offs, BIG_INDEX)
+            else:
+                key_j = offs
+            tile_v = tl.max(key)
+            tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
+            while (tile_v > worst_v) | ((tile_v == worst_v) & (tile_j < worst_j)):
+                # Replace the worst slot (the highest-numbered one of equal entries).
+                worst = (rank < K) & (list_v == worst_v) & (list_j == worst_j)
+                slot = tl.max(tl.where(worst, rank, -1), 0)
+                list_v = tl.where(rank == slot, tile_v, list_v)
+                list_j = tl.where(rank == slot, tile_j, list_j)
+                taken = key_j == tile_j
+                key = tl.where(taken, float("-inf"), key)
+                key_j = tl.where(taken, BIG_INDEX, key_j)
+                worst_v = tl.min(tl.where(rank < K, list_v, float("inf")), 0)
+                worst_j = tl.max(tl.where((rank < K) & (list_v == worst_v), list_j, -1), 0)
+                tile_v = tl.max(key)
+                tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
+    return m, s, at, list_v, list_j, worst_v, worst_j
+
+
+@triton.jit
 def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
                        ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
@@ -135,46 +187,16 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)     # BIG_INDEX marks an empty slot
     worst_v = tl.full([], float("-inf"), tl.float32)
     worst_j = tl.full([], BIG_INDEX, tl.int32)
-    for off in range(start, stop, ROWS * LANES):
-        offs = off + tile
-        inside = offs < stop
-        x = tl.load(x_row + offs, mask=inside, other=float("-inf")).to(tl.float32)
-        if INTERPRETED_NAN_GUARD:          # NumPy's argmax refuses all-NaN columns; CUDA's does not
-            x_cmp = tl.where(x == x, x, float("-inf"))
-        else:
-            x_cmp = x
-        col_max, col_row = tl.max(x_cmp, 0, return_indices=True,
-                                  return_indices_tie_break_left=True)
-        gt = col_max > m                                # NaN never wins: m is never NaN
-        m_new = tl.where(gt, col_max, m)
-        ref = tl.maximum(m_new, NEG_FLT_MAX)
-        # Subtract before scaling by log2(e): x * log2(e) would round |x| u, too much at |x| ~ 1e4.
-        s = (s * tl.exp2((m - ref) * LOG2E)
-             + tl.sum(tl.exp2((x - ref[None, :]) * LOG2E), 0))
-        m = m_new
-        if K == 1:
-            at = tl.where(gt, off + col_row * LANES, at)
-        else:
-            # NaN rows: p is NaN whatever is listed; keys without NaN keep the indices valid.
-            tile_v = tl.max(tl.where(col_max == col_max, col_max, float("-inf")), 0)
-            if (tile_v > worst_v) | (worst_j == BIG_INDEX):
-                key = tl.where(x == x, x, float("-inf"))
-                key_j = tl.where(inside, offs, BIG_INDEX)
-                tile_v = tl.max(key)
-                tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
-                while (tile_v > worst_v) | ((tile_v == worst_v) & (tile_j < worst_j)):
-                    # Replace the worst slot (the highest-numbered one of equal entries).
-                    worst = (rank < K) & (list_v == worst_v) & (list_j == worst_j)
-                    slot = tl.max(tl.where(worst, rank, -1), 0)
-                    list_v = tl.where(rank == slot, tile_v, list_v)
-                    list_j = tl.where(rank == slot, tile_j, list_j)
-                    taken = key_j == tile_j
-                    key = tl.where(taken, float("-inf"), key)
-                    key_j = tl.where(taken, BIG_INDEX, key_j)
-                    worst_v = tl.min(tl.where(rank < K, list_v, float("inf")), 0)
-                    worst_j = tl.max(tl.where((rank < K) & (list_v == worst_v), list_j, -1), 0)
-                    tile_v = tl.max(key)
-                    tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
+    # Whole tiles load unmasked (no per-element predicates); the ragged end is one masked tile.
+    full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
+    for off in range(start, full_stop, ROWS * LANES):
+        m, s, at, list_v, list_j, worst_v, worst_j = _tile_step(
+            x_row, off, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
+            False, K, LANES)
+    if full_stop < stop:
+        m, s, at, list_v, list_j, worst_v, worst_j = _tile_step(
+            x_row, full_stop, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
+            True, K, LANES)
 
     M = tl.max(m, 0)
     S = tl.sum(s * tl.exp2((m - tl.maximum(M, NEG_FLT_MAX)) * LOG2E), 0)
@@ -212,9 +234,10 @@ def _combine_kernel(SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part
 @dataclass(frozen=True)
 class KernelConfig:
     """How one call is laid out: tiles of ``rows`` x ``lanes`` logits (``block`` in all),
-    ``splits`` programs per row of ``chunk`` logits each, ``num_warps`` per program, and
-    whether the last program of a row combines the partials (``fused``) or a second launch
-    does (``separate``)."""
+    ``splits`` programs per row of ``chunk`` logits each, ``num_warps`` per program, and who
+    combines the partials of a split row: the last program to arrive, counted on a cached
+    per-stream counter (``fused``) or on one zeroed for the call (``fused_zeros``: a memset
+    more), or a second launch (``separate``)."""
 
     rows: int
     lanes: int
@@ -232,10 +255,15 @@ class KernelConfig:
 GPU_WARPS = 4
 GPU_ROWS = 4
 GPU_ROWS_TOPK = 2                # the running list costs registers: fewer rows in flight
-PROGRAMS_PER_SM = 4
+PROGRAMS_PER_SM = 8
+# Programs of the default layout that fit on one SM at once (64K registers over 128 threads
+# x the register count ptxas gives: 48 float32 / 88 bf16 at k = 1, 64 / 116 at k > 1), keyed by
+# (element size, k == 1). A batch that alone fills 3/4 of that or more is not split: one row
+# per program is then one balanced wave, and a split would only add a ragged second one.
+RESIDENT_PER_SM = {(4, True): 10, (2, True): 5, (4, False): 8, (2, False): 4}
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
-INTERP_LANES = 1024
+INTERP_LANES = 4096
 INTERP_ROWS = 8
 INTERP_PROGRAMS = 4
 
@@ -260,11 +288,13 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     num_warps = num_warps or GPU_WARPS
     if INTERPRETED or torch.device(device).type != "cuda":
         lanes, rows_default = INTERP_LANES, INTERP_ROWS
-        target = INTERP_PROGRAMS
+        target, resident = INTERP_PROGRAMS, 0
     else:
         lanes = num_warps * 32 * (16 // elem_size)
         rows_default = GPU_ROWS if k == 1 else GPU_ROWS_TOPK
-        target = (programs_per_sm or PROGRAMS_PER_SM) * _sm_count(torch.device(device))
+        n_sm = _sm_count(torch.device(device))
+        target = (programs_per_sm or PROGRAMS_PER_SM) * n_sm
+        resident = RESIDENT_PER_SM.get((elem_size, k == 1), 0) * n_sm
     if block is not None:
         rows = rows or max(1, block // lanes)
         lanes = block // rows
@@ -272,11 +302,32 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     block = rows * lanes
     tiles = triton.cdiv(vocab, block)
     if splits is None:
-        splits = triton.cdiv(target, batch)
+        splits = 1 if 0.75 * resident <= batch <= resident else triton.cdiv(target, batch)
     splits = max(1, min(splits, tiles))
     chunk = triton.cdiv(tiles, splits) * block
     splits = triton.cdiv(vocab, chunk)            # no program may start past V
     return KernelConfig(rows, lanes, num_warps, splits, chunk, combine)
+
+
+_COUNTERS: dict = {}
+
+
+def _zeroed_counter(device, batch: int):
+    """Arrival counters for the fused combine, zero between calls: the last program of a row
+    resets its own. One buffer per (device, stream), so calls that may overlap never share
+    one; calls in a CUDA graph keep the buffer of the stream they were captured on, so replay
+    a graph on that stream, or on one running no other fused_triton call at the same time.
+    It is allocated outside any capture (graph-pool memory would be reused once the graph is
+    freed); a call captured before the first eager one gets a zeroed counter of its own."""
+    stream = torch.cuda.current_stream(device)
+    key = (device, stream.cuda_stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < batch:
+        if torch.cuda.is_current_stream_capturing():
+            return torch.zeros(batch, dtype=torch.int32, device=device)
+        buf = torch.zeros(max(batch, 1024), dtype=torch.int32, device=device)
+        _COUNTERS[key] = buf
+    return buf
 
 
 def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None):
@@ -299,8 +350,13 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
     part_i = torch.empty(n_part if k == 1 else 1, dtype=torch.int32, device=dev)
     part_v = torch.empty(n_part * k_pad if k > 1 else 1, dtype=torch.float32, device=dev)
     part_j = torch.empty(n_part * k_pad if k > 1 else 1, dtype=torch.int32, device=dev)
-    fused = config.combine == "fused" and config.splits > 1
-    count = torch.zeros(batch if fused else 1, dtype=torch.int32, device=dev)
+    fused = config.combine in ("fused", "fused_zeros") and config.splits > 1
+    if not fused:
+        count = part_i                            # not read; no memset for nothing
+    elif config.combine == "fused" and dev.type == "cuda":
+        count = _zeroed_counter(dev, batch)
+    else:
+        count = torch.zeros(batch, dtype=torch.int32, device=dev)
     _draft_topk_kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,

@@ -5,10 +5,9 @@ buffers that exceed twice the L2, median per call), time for float32 and bfloat1
 B = 1, 8, 64, 256, 1024, V = 129280:
 - ``argmax_only``: a split-V kernel with the same layout that only finds the argmax and writes
   1.0: the floor this kernel is held to (issue 7: within 1.1x of such a kernel);
-- ``fused_triton`` at each tile height and warp count below, 4 programs per SM, fused combine;
-- at the wrapper's own tile: 2 and 8 programs per SM, and the separate combine;
-- the wrapper's defaults at k = 1 (twice, for the run-to-run spread), 2, 4 and 8, and k = 4
-  with other tile heights.
+- ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
+  change at a time: programs per SM, tile height, warps, how the partials are combined;
+- the defaults at k = 2, 4, 8, and k = 4 with other programs per SM and tile height.
 Prints one line per point and writes every point as JSON.
 """
 from __future__ import annotations
@@ -26,7 +25,6 @@ from equiv.paths.fused_triton import with_layout
 
 VOCAB = 129280
 BATCHES = (1, 8, 64, 256, 1024)
-TILES = [(2, 4), (4, 4), (8, 4), (2, 8), (4, 8)]     # (rows, warps) of a tile
 
 
 @triton.jit
@@ -82,15 +80,14 @@ def argmax_only(logits, k):
 
 
 def variants():
+    """(name, fn, k): the floor, the defaults twice, one change at a time from the defaults."""
     out = [("argmax_only", argmax_only, 1), ("default", with_layout(), 1)]
-    for rows, warps in TILES:
-        out.append((f"r{rows}w{warps}", with_layout(rows=rows, num_warps=warps), 1))
-    for ppsm in (2, 8):
-        out.append((f"ppsm{ppsm}", with_layout(programs_per_sm=ppsm), 1))
-    out.append(("separate", with_layout(combine="separate"), 1))
-    out.append(("default_again", with_layout(), 1))
+    out += [(f"ppsm{n}", with_layout(programs_per_sm=n), 1) for n in (4, 16)]
+    out += [(f"r{r}", with_layout(rows=r), 1) for r in (2, 8)]
+    out += [("w8", with_layout(num_warps=8), 1), ("separate", with_layout(combine="separate"), 1),
+            ("fused_zeros", with_layout(combine="fused_zeros"), 1), ("default_again", with_layout(), 1)]
     out += [(f"k{k}", with_layout(), k) for k in (2, 4, 8)]
-    out += [(f"k4_r{rows}", with_layout(rows=rows), 4) for rows in (1, 4)]
+    out += [("k4_ppsm4", with_layout(programs_per_sm=4), 4), ("k4_r1", with_layout(rows=1), 4)]
     return out
 
 
