@@ -99,7 +99,7 @@ class GateResult:
                 if c.counterexample:
                     lines += ["         " + x for x in c.counterexample.strip().splitlines()[:6]]
                 if c.repro:
-                    lines.append(f"         {c.repro}")
+                    lines += ["         " + x for x in c.repro.strip().splitlines()]
         return "\n".join(lines)
 
     def to_junit(self) -> str:
