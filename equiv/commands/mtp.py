@@ -54,24 +54,6 @@ def _check_output(flag, value) -> None:
         raise InvalidArgument(f"{flag}={value!r}: folder {folder!r} does not exist; create it first")
 
 
-def _fixed_mmap_threshold() -> None:
-    """Give this process a fixed glibc mmap threshold (1 MiB) on the CPU.
-
-    glibc raises its threshold to the size of each freed mmap'ed block up to 32 MiB, after which
-    the [B, V] float32 blocks of a CPU run (about 32 MB at the default sizes) come from the heap,
-    and the small tensors allocated between steps fragment it: the default CPU run then peaks at
-    3.5-4 GB instead of 0.5 GB. A fixed threshold keeps large blocks mmap'ed and returned on free.
-    Only the CLI does this (its process is its own); elsewhere, MALLOC_MMAP_THRESHOLD_=1048576."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-3, 1 << 20)                # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):            # not glibc: nothing to do
-        pass
-
-
 def run(args) -> int:
     from equiv.mtp import run_mtp
     from equiv.mtp.report import format_table, summary_line, write_plot
@@ -80,8 +62,6 @@ def run(args) -> int:
                                   ("tree_tokens", args.tree_tokens)) if v is not None}
     _check_output("--json", args.json_out)
     _check_output("--plot", args.plot)
-    if args.device != "cuda":
-        _fixed_mmap_threshold()
     start = time.monotonic()
 
     def progress(done, total, label):

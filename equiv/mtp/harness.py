@@ -41,7 +41,7 @@ REFERENCE = "softmax_topk"
 BUDGETS = {
     "quick": {"cpu": {"sequences": 8, "rounds": 8, "vocab": 129280},
               "cuda": {"sequences": 64, "rounds": 16, "vocab": 129280}},
-    "default": {"cpu": {"sequences": 256, "rounds": 32, "vocab": 32000},
+    "default": {"cpu": {"sequences": 128, "rounds": 32, "vocab": 32000},
                 "cuda": {"sequences": 512, "rounds": 64, "vocab": 129280}},
 }
 EXPECTED_FAILURES = {
