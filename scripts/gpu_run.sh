@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
-# One batched GPU session: the whole test suite on cuda, the gate on the built-in paths, the
-# default MTP run and the nightly-sweep throughput on one GPU. Usage: scripts/gpu_run.sh OUTDIR
-# (on the device machine OUTDIR is $OUT). Each step's log goes to OUTDIR; a table of wall times
-# is printed last.
+# Batched GPU session for the integration checks. Usage: scripts/gpu_run.sh MODE OUTDIR
+#   suite: the whole test suite (tests/ and properties/) with --equiv-device cuda, ci profile
+#   gates: the pre-merge gate on the built-in paths (timed), the nightly-sweep throughput on one
+#          GPU, then scripts/gpu_mtp.sh (the MTP table and timings)
+# Everything is written under a scratch folder and packed into OUTDIR/MODE.tar.gz (the device
+# tool brings back only a few files); a table of wall times is printed last.
 set -uo pipefail
-out="${1:?usage: scripts/gpu_run.sh OUTDIR}"
-mkdir -p "$out"
+mode="${1:?usage: scripts/gpu_run.sh suite|gates OUTDIR}"
+dest="${2:?usage: scripts/gpu_run.sh suite|gates OUTDIR}"
+out=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || export PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
 python3 -c "import torch, triton, numpy, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__)" | tee -a "$out/env.txt"
 
 declare -a times
-step() {  # step NAME COMMAND...
-    local name=$1; shift
+step() {  # step NAME TIMEOUT_S COMMAND...
+    local name=$1 limit=$2; shift 2
     local t0=$(date +%s.%N)
-    "$@" >"$out/$name.log" 2>&1
+    timeout "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     local t1=$(date +%s.%N)
     times+=("$(printf '%-28s rc=%-3s %7.1f s' "$name" "$rc" "$(echo "$t1 - $t0" | bc)")")
 }
 
-step suite env HYPOTHESIS_PROFILE=ci python3 -m pytest -q --equiv-device cuda -p no:cacheprovider \
-     --junitxml="$out/suite-junit.xml"
-step gate_hardcoded_one python3 -m equiv gate --candidate hardcoded_one --device cuda --json "$out/gate-hardcoded_one.json"
-step gate_identity_top1 python3 -m equiv gate --candidate identity_top1 --device cuda --json "$out/gate-identity_top1.json"
-step gate_fused_triton python3 -m equiv gate --candidate fused_triton --device cuda
-step mtp_default python3 -m equiv mtp --device cuda --json "$out/mtp.json" --plot "$out/mtp.png"
-
+if [ "$mode" = suite ]; then
+    step suite 540 env HYPOTHESIS_PROFILE=ci python3 -m pytest -q -p no:cacheprovider --equiv-device cuda \
+         --junitxml="$out/suite-junit.xml"
+    tail -n 25 "$out/suite.log"
+else
+    for c in hardcoded_one identity_top1 fused_triton; do
+        step "gate_$c" 120 python3 -m equiv gate --candidate "$c" --device cuda --json "$out/gate-$c.json"
+    done
+    step sweep_gpu1 180 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs properties -q -p no:cacheprovider \
+         --equiv-device cuda -n 1 --equiv-shards 4 --equiv-sweep-json "$out/sweep-gpu1.json"
+    step gpu_mtp 420 bash scripts/gpu_mtp.sh "$out/mtp"
+    cat "$out/sweep-gpu1.json" 2>/dev/null | head -30
+    tail -n 4 "$out"/gate_*.log
+fi
 for t in "${times[@]}"; do echo "$t"; done | tee "$out/times.txt"
-tail -n 3 "$out/suite.log"
+tar -czf "$dest/$mode.tar.gz" -C "$out" .
