@@ -244,6 +244,10 @@ def _repro(cfg, path, consumer):
         parts.append(f"--vocab {cfg['vocab']}")
     parts += [f"--sequences {cfg['sequences']}", f"--rounds {cfg['rounds']}", f"--seed {cfg['seed']}",
               f"--device {cfg['device']}"]
+    for key, default in (("threshold", CONFIDENCE_THRESHOLD), ("tree_topk", TREE_TOPK),
+                         ("tree_tokens", TREE_TOKENS)):
+        if cfg[key] != default:
+            parts.append(f"--{key.replace('_', '-')} {cfg[key]}")
     return " ".join(parts)
 
 
@@ -282,6 +286,9 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         if vocab is not None and vocab != tr.vocab:
             raise InvalidArgument(f"vocab={vocab} does not match the trace's V={tr.vocab}: "
                                   f"leave vocab out with a trace")
+        if tr.sequences < 2:
+            raise InvalidArgument(f"the trace holds {tr.sequences} sequence; the equivalence test "
+                                  f"pairs sequences and needs >= 2")
         model = TraceLM(tr, device)
         sequences = tr.sequences if sequences is None else check_int(
             "sequences", sequences, min_value=2, max_value=tr.sequences)
