@@ -222,13 +222,15 @@ def write_plot(result: BenchResult, path: str) -> None:
     import matplotlib.pyplot as plt
 
     panels = sorted({(r.dtype, r.k) for r in result.rows})
+    names = list(dict.fromkeys(r.path for r in result.rows))
+    colour = {n: f"C{i % 10}" for i, n in enumerate(names)}   # one colour per path in every panel
     fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.5 * max(len(panels), 1), 4),
                              squeeze=False)
     for ax, (dtype, k) in zip(axes[0], panels):
-        for name in dict.fromkeys(r.path for r in result.rows):
+        for name in names:
             pts = [(r.batch, r.us) for r in result.rows if (r.dtype, r.k, r.path) == (dtype, k, name)]
             if pts:
-                ax.plot(*zip(*pts), marker="o", label=name)
+                ax.plot(*zip(*pts), marker="o", label=name, color=colour[name])
         ax.set(xscale="log", yscale="log", xlabel="batch B", ylabel="µs per call",
                title=f"{dtype}, k={k}")
         ax.grid(True, which="both", alpha=0.3)
