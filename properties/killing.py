@@ -11,10 +11,14 @@ Plan
   it, after how many examples (``first_failure``: the calls until the first failing one), and
   the shrunk counterexample.
 - ``python -m properties.killing [NAME ...]`` prints the kill table as Markdown (the one in
-  docs/property-suite.md) and exits 1 if a mutant survived or a legal variant failed.
+  docs/property-suite.md) and exits 1 if a mutant survived or a legal variant failed;
+  ``--matrix`` instead runs every property alone against every mutant (which properties can
+  kill which bug, with the examples each needed).
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -46,9 +50,10 @@ def properties_dir() -> str:
     return os.path.dirname(os.path.abspath(properties.__file__))
 
 
-def run_suite(spec: str, *, k: int = 1, device: str = "cpu", budget: str = "full", profile: str = "ci",
-              stop_at_first: bool = True, extra=()) -> dict:
-    """The ``--equiv-report-json`` document of one in-process run of the suite on ``spec``."""
+def run_suite(spec: str | None, *, k: int = 1, device: str = "cpu", budget: str = "full", profile: str = "ci",
+              stop_at_first: bool = True, extra=(), quiet: bool = True) -> dict:
+    """The ``--equiv-report-json`` document of one in-process run of the suite on ``spec``
+    (``None``: the built-in paths, with the known-failure ledger)."""
     import pytest
     from hypothesis import settings
 
@@ -56,11 +61,12 @@ def run_suite(spec: str, *, k: int = 1, device: str = "cpu", budget: str = "full
     with tempfile.TemporaryDirectory(prefix="equiv-kill-") as tmp:
         path = os.path.join(tmp, "report.json")
         args = [properties_dir(), "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider",
-                f"--hypothesis-profile={profile}", f"--equiv-candidate={spec}", f"--equiv-k={k}",
+                f"--hypothesis-profile={profile}", *([f"--equiv-candidate={spec}"] if spec else []), f"--equiv-k={k}",
                 f"--equiv-device={device}", f"--equiv-budget={budget}", f"--equiv-report-json={path}",
                 *(["-x"] if stop_at_first else []), *extra]
         try:
-            pytest.main(args)
+            with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+                pytest.main(args)
         finally:
             settings.load_profile(before)
         with open(path) as f:
@@ -92,10 +98,39 @@ def legal_failures(name: str, **kwargs) -> list[dict]:
     return [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
 
 
+def matrix(names, properties) -> dict:
+    """{(mutant, property): first_failure or None}: each property run alone against each mutant."""
+    from equiv.mutants import MUTANTS
+
+    out = {}
+    for name in names:
+        for prop in properties:
+            report = run_suite(f"equiv.mutants:{name}", k=MUTANTS[name].k, extra=["-k", f"test_{prop}"])
+            failed = _first_failure(report)
+            out[name, prop] = None if failed is None else (failed.get("first_failure") or 1)
+            print(f"{name} {prop} {out[name, prop]}", file=sys.stderr, flush=True)
+    return out
+
+
+def print_matrix(names) -> None:
+    from properties.conftest import PROPERTY_ORDER
+
+    props = [p for p in PROPERTY_ORDER if p != "builtin_argument_errors"]
+    m = matrix(names, props)
+    print("| mutant | " + " | ".join(props) + " |")
+    print("|---|" + "---|" * len(props))
+    for name in names:
+        print(f"| `{name}` | " + " | ".join(str(m[name, p]) if m[name, p] else "." for p in props) + " |")
+
+
 def main(argv=None) -> int:
     from equiv.mutants import LEGAL_VARIANTS, MUTANTS
 
-    names = list(argv if argv is not None else sys.argv[1:]) or list(MUTANTS)
+    names = list(argv if argv is not None else sys.argv[1:])
+    if names[:1] == ["--matrix"]:
+        print_matrix(names[1:] or list(MUTANTS))
+        return 0
+    names = names or list(MUTANTS)
     print("| mutant | bug class | verdict | killed by | examples | shrunk counterexample |")
     print("|---|---|---|---|---|---|")
     kills = []

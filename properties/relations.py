@@ -6,7 +6,8 @@ A relation compares the subject with itself, never with the reference's top-k: a
 wrong the same way on both inputs (a second-best index, a hardcoded 1.0) passes a relation and
 is caught by the equivalence properties instead, so each property names one kind of bug.
 The reference is used only to say which answers are *equally good*: two indices are equivalent
-when their exact probabilities are within the tolerance's ``rtol`` (the near-tie width), and two
+when their exact probabilities are within the tolerance's ``rtol`` (the near-tie width) or both
+under the output format's subnormal resolution (``subnormal_atol``), and two
 probabilities agree when they differ by at most the sum of their tolerance allowances.
 
 Follow-up inputs (all exact, so softmax of the follow-up is known exactly from the first):
@@ -108,6 +109,12 @@ def raise_logits(x, ref, mode: str, seed: int):
     return y, raised
 
 
+def equally_good(pa, pb, tol):
+    """Exact probabilities no output can tell apart: within the near-tie width ``rtol``, or both
+    under the output format's subnormal resolution (float16 rounds them all to 0)."""
+    return np.abs(pa - pb) <= tol.rtol * np.maximum(pa, pb) + tol.subnormal_atol
+
+
 def prob_at(ref, rows, idx):
     """Exact probabilities of ``idx[i]`` in row ``rows[i]`` of ``ref`` (``[n, k]`` float64)."""
     full = np.zeros((ref.batch, idx.shape[1]), dtype=np.int64)
@@ -134,7 +141,7 @@ def disagreement(a, b, ref, tol, *, rows=None, b_rows=None, b_index_map=None,
         ib = b_index_map[ib]
     exact_a, exact_b = prob_at(ref, rows, ia), prob_at(ref, rows, ib)
     top1 = ref.topk_p[rows, :1]
-    same_index = np.abs(exact_a - exact_b) <= tol.rtol * np.maximum(exact_a, exact_b)
+    same_index = equally_good(exact_a, exact_b, tol)
     slack = tol.allowed(exact_a, top1) + tol.allowed(exact_b, top1)
     with np.errstate(invalid="ignore"):
         diff = pb - pa
@@ -153,7 +160,8 @@ def disagreement(a, b, ref, tol, *, rows=None, b_rows=None, b_index_map=None,
     return (f"{int(bad.any(axis=1).sum())} / {rows.size} healthy rows differ; first at row {int(rows[i])} "
             f"rank {int(r)} ({what}): first answer index {int(ia[i, r])} p={pa[i, r]:.9g} "
             f"(exact {exact_a[i, r]:.9g}), second answer index {int(ib[i, r])} p={pb[i, r]:.9g} "
-            f"(exact {exact_b[i, r]:.9g}); allowed: equally good indices (rel diff <= {tol.rtol:.3g}) "
+            f"(exact {exact_b[i, r]:.9g}); allowed: equally good indices (rel diff <= {tol.rtol:.3g} "
+            f"or both <= {tol.subnormal_atol:.3g}) "
             f"and |p diff| <= {slack[i, r]:.3g}" + ("" if values == "equal" else f" ({values})"))
 
 
@@ -165,7 +173,7 @@ def monotonicity_problem(a, b, ref_b, raised, mode: str, tol) -> str | None:
         return None
     anchor = raised[rows, None] if mode == "top" else a.idx[rows, :1]
     exact_anchor, exact_b = prob_at(ref_b, rows, anchor), prob_at(ref_b, rows, b.idx[rows, :1])
-    same_index = np.abs(exact_anchor - exact_b) <= tol.rtol * np.maximum(exact_anchor, exact_b)
+    same_index = equally_good(exact_anchor, exact_b, tol)
     top1 = ref_b.topk_p[rows, :1]
     slack = 2 * tol.allowed(np.maximum(exact_anchor, exact_b), top1)
     pa, pb = a.p[rows, :1], b.p[rows, :1]

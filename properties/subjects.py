@@ -14,7 +14,7 @@ Plan
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 QUICK_EXAMPLES = 6
@@ -110,7 +110,3 @@ def subjects_from(opts: Options) -> list[Subject]:
                         budget=_budget(cand.spec, opts.device))]
     return [Subject(name, get_path(name), explicit=False, builtin=True, max_k=get_path(name).max_k,
                     budget=_budget(name, opts.device)) for name in path_names()]
-
-
-def with_budget(subject: Subject, **changes) -> Subject:
-    return replace(subject, budget=replace(subject.budget, **changes))
