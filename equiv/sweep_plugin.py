@@ -26,7 +26,9 @@ import time
 
 _GPU_ENV = "EQUIV_SWEEP_GPUS"
 _STATS_KEY = "_hypothesis_stats"
-_EXAMPLES = re.compile(r"(\d+) passing examples, (\d+) failing examples, (\d+) invalid examples")
+# "97 passing examples, 1 failing examples, 2 invalid examples" (Hypothesis <= 6.16x) or
+# "97 passing, 1 failing, and 2 invalid test cases" (later releases): both wordings are read.
+_EXAMPLES = re.compile(r"(\d+) passing(?: examples)?, (\d+) failing(?: examples)?, (?:and )?(\d+) invalid")
 
 
 def pytest_addoption(parser):

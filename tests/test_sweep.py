@@ -46,4 +46,6 @@ def test_count_examples_parses_hypothesis_statistics():
             "2 invalid examples\n  - during shrink phase (0.01 seconds):\n"
             "    - 3 passing examples, 4 failing examples, 0 invalid examples\n")
     assert count_examples(text) == 107
+    newer = "    - 97 passing, 1 failing, and 2 invalid test cases\n"     # later Hypothesis wording
+    assert count_examples(newer) == 100
     assert count_examples("") == 0
