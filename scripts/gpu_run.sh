@@ -2,7 +2,7 @@
 # Batched GPU session for the integration checks. Usage: scripts/gpu_run.sh MODE OUTDIR
 #   suite: the whole test suite (tests/ and properties/) with --equiv-device cuda, ci profile
 #   gates: the pre-merge gate on the built-in paths (timed), the nightly-sweep throughput on one
-#          GPU, then scripts/gpu_mtp.sh (the MTP table and timings)
+#          GPU, and the default `equiv mtp` run twice (its table, its time, its determinism)
 # Everything is written under a scratch folder and packed into OUTDIR/MODE.tar.gz (the device
 # tool brings back only a few files); a table of wall times is printed last.
 set -uo pipefail
@@ -17,11 +17,11 @@ python3 -c "import torch, triton, numpy, hypothesis; print('torch', torch.__vers
 declare -a times
 step() {  # step NAME TIMEOUT_S COMMAND...
     local name=$1 limit=$2; shift 2
-    local t0=$(date +%s.%N)
+    local t0=$(date +%s%N)
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
-    local t1=$(date +%s.%N)
-    times+=("$(printf '%-28s rc=%-3s %7.1f s' "$name" "$rc" "$(echo "$t1 - $t0" | bc)")")
+    local t1=$(date +%s%N)
+    times+=("$(printf '%-28s rc=%-3s %7d ms' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))")")
 }
 
 if [ "$mode" = suite ]; then
@@ -34,7 +34,10 @@ else
     done
     step sweep_gpu1 180 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs properties -q -p no:cacheprovider \
          --equiv-device cuda -n 1 --equiv-shards 4 --equiv-sweep-json "$out/sweep-gpu1.json"
-    step gpu_mtp 420 bash scripts/gpu_mtp.sh "$out/mtp"
+    step mtp_default 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default.json" --plot "$out/mtp_default.png"
+    step mtp_default_again 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default_again.json"
+    cmp -s "$out/mtp_default.json" "$out/mtp_default_again.json" && echo "mtp JSON identical across runs" || echo "mtp JSON DIFFERS"
+    tail -n 20 "$out/mtp_default.log"
     cat "$out/sweep-gpu1.json" 2>/dev/null | head -30
     tail -n 4 "$out"/gate_*.log
 fi
