@@ -9,13 +9,14 @@ option below is given.
   ``CUDA_VISIBLE_DEVICES`` to GPU ``N % count`` before anything initialises CUDA, so ``cuda``
   in the suite means that worker's own GPU. A ``CUDA_VISIBLE_DEVICES`` list set by the caller is
   respected (worker N takes its N-th entry).
-- ``--equiv-shards S`` runs each Hypothesis test S times (independent random streams under the
+- ``--equiv-shards S`` runs each ``@given`` test S times (independent random streams under the
   ``nightly`` profile): many small items instead of a few long ones, so xdist's work stealing keeps
   the slowest worker close to the fastest.
 - ``--equiv-sweep-json FILE`` (controller side) merges what every worker did into one record:
   per worker its busy seconds, items and Hypothesis examples; totals; examples per second of
   wall time; and the balance (slowest worker's busy time over the fastest's). Example counts come
-  from the statistics Hypothesis attaches to each test's teardown report.
+  from the ``equiv_examples`` user property the property suite records per test, or else from
+  the statistics Hypothesis attaches to each test's teardown report.
 """
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ class _SweepRecorder:
         self.config = config
         self.start = time.perf_counter()
         self.workers: dict = {}
+        self.counted: set = set()
 
     def pytest_runtest_logreport(self, report):
         node = getattr(report, "node", None)
@@ -97,8 +99,14 @@ class _SweepRecorder:
         if report.when == "call":
             w["items"] += 1
             w["failed"] += int(report.failed)
-        # Hypothesis attaches its statistics to the teardown report of each test
-        w["examples"] += count_examples(report.__dict__.get(_STATS_KEY, ""))
+            # the property suite's runner records its own count (it drives Hypothesis itself)
+            counted = dict(report.user_properties).get("equiv_examples")
+            if counted is not None:
+                w["examples"] += int(counted)
+                self.counted.add(report.nodeid)
+        elif report.nodeid not in self.counted:
+            # plain @given tests: Hypothesis attaches its statistics to the teardown report
+            w["examples"] += count_examples(report.__dict__.get(_STATS_KEY, ""))
 
     def pytest_sessionfinish(self, session):
         from equiv.atomic import atomic_write
