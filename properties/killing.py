@@ -39,7 +39,8 @@ class Kill:
     duration_s: float
 
     def row(self) -> str:
-        ce = " ".join((self.counterexample or "").replace("Falsifying example:", "").split())
+        ce = " ".join((self.counterexample or "").replace("Falsifying example:", "")
+                      .replace("Failing test case:", "").split())
         return (f"| `{self.name}` | {self.bug_class} | {'killed' if self.killed else '**SURVIVED**'} | "
                 f"{self.property or '-'} | {self.first_failure or '-'} | `{ce or '-'}` |")
 

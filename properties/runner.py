@@ -231,7 +231,9 @@ class Suite:
             raise
         except BaseException as exc:
             leaf = _leaf(exc)
-            falsifying = "\n".join(n.strip() for n in _notes(exc) if "Falsifying" in n) or None
+            # "Falsifying example:" (Hypothesis <= 6.16x) or "Failing test case:" (later releases)
+            falsifying = "\n".join(n.strip() for n in _notes(exc)
+                                   if "Falsifying" in n or "Failing test case" in n) or None
             repro = [r for r in (getattr(leaf, "repro", None), self.pytest_repro(seed)) if r]
             exc.add_note("\n".join(repro[-1:]))
             props += [("equiv_examples", counts["examples"]), ("equiv_first_failure", counts["first_failure"]),

@@ -84,7 +84,7 @@ def test_gate_command_from_another_directory_reports_hardcoded_one(tmp_path):
     failed = {t["property"]: t for t in doc["tests"] if t["outcome"] == "failed"}
     assert {"equivalence", "poisoned_batches", "raw_arrays", "adversarial_fixtures"} <= set(failed)
     eq = failed["equivalence"]
-    assert eq["counterexample"].startswith("Falsifying example: equivalence(")
+    assert eq["counterexample"].startswith(("Falsifying example: equivalence(", "Failing test case: equivalence("))
     assert "Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32')" in eq["counterexample"]
     assert eq["repro"].splitlines()[0].startswith("REPRO: equiv check --candidate hardcoded_one")
     assert "--equiv-candidate=hardcoded_one" in eq["repro"].splitlines()[-1]
