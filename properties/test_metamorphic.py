@@ -8,7 +8,7 @@ path that is wrong the same way twice passes here and fails the equivalence prop
 - ``poison_never_leaks``: inserting NaN / +inf / two +inf / all -inf rows into a healthy batch
   leaves every healthy row's answer unchanged.
 - ``shift_invariance``: ``f(x + c) == f(x)`` for shifts exact on the dtype's grid (``snap``),
-  up to |c| = 8192 in float32: a missing max-subtraction overflows here.
+  up to |c| = 4096 in float32 (127 in bfloat16): a missing max-subtraction overflows here.
 - ``vocab_permutation``: permuting the columns permutes the answer (reverse, roll, random).
 - ``monotonicity``: raising the top logit keeps it on top and does not lower p_top1; raising a
   lower logit half-way to the max neither moves the top nor raises p_top1.
