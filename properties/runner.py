@@ -82,6 +82,7 @@ class Suite:
         self.subject = subject
         self.opts = opts
         self.property = request.node.originalname.removeprefix("test_")
+        self._in_run = False
         request.node.user_properties.append(("equiv_property", self.property))
 
     # -- what is judged -------------------------------------------------------------------------
@@ -171,6 +172,11 @@ class Suite:
         text = f"{self.property} [{self.subject.name}]: {message}"
         if repro:
             text += "\n" + repro
+        if not self._in_run:                     # a plain test: no Hypothesis note will follow
+            lines = [r for r in (repro, self.pytest_repro(None)) if r]
+            text += "\n" + lines[-1]
+            self.request.node.user_properties += [
+                ("equiv_message", "\n".join(text.splitlines()[:8])), ("equiv_repro", "\n".join(lines))]
         raise PropertyFailure(text, repro=repro)
 
     # -- running a property ---------------------------------------------------------------------
@@ -225,6 +231,7 @@ class Suite:
         if seed is not None:
             test = with_seed(seed)(test)
         props = self.request.node.user_properties
+        self._in_run = True
         try:
             test()
         except (pytest.skip.Exception, KeyboardInterrupt):
@@ -240,4 +247,6 @@ class Suite:
                       ("equiv_message", "\n".join(str(leaf).strip().splitlines()[:8])),
                       ("equiv_counterexample", falsifying), ("equiv_repro", "\n".join(repro))]
             raise
+        finally:
+            self._in_run = False
         props.append(("equiv_examples", counts["examples"]))

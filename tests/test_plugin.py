@@ -89,3 +89,5 @@ def test_gate_command_from_another_directory_reports_hardcoded_one(tmp_path):
     assert eq["repro"].splitlines()[0].startswith("REPRO: equiv check --candidate hardcoded_one")
     assert "--equiv-candidate=hardcoded_one" in eq["repro"].splitlines()[-1]
     assert eq["first_failure"] >= 1 and eq["duration"] > 0 and "value" in eq["message"]
+    plain = failed["adversarial_fixtures"]                    # a plain test (no Hypothesis) too
+    assert plain["repro"].splitlines()[-1].startswith("REPRO: HYPOTHESIS_PROFILE=ci python -m pytest")
