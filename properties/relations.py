@@ -109,10 +109,15 @@ def raise_logits(x, ref, mode: str, seed: int):
     return y, raised
 
 
+FLOAT32_UNDERFLOW = 2.0 ** -150          # half the smallest float32 subnormal: rounds to 0.0
+
+
 def equally_good(pa, pb, tol):
     """Exact probabilities no output can tell apart: within the near-tie width ``rtol``, or both
-    under the output format's subnormal resolution (float16 rounds them all to 0)."""
-    return np.abs(pa - pb) <= tol.rtol * np.maximum(pa, pb) + tol.subnormal_atol
+    under the output format's resolution (float16 rounds everything under 3e-8 to 0, float32
+    everything under 7e-46)."""
+    floor = max(tol.subnormal_atol, FLOAT32_UNDERFLOW)
+    return np.abs(pa - pb) <= tol.rtol * np.maximum(pa, pb) + floor
 
 
 def prob_at(ref, rows, idx):
