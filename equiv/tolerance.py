@@ -46,7 +46,7 @@ class Tolerance:
     top1_atol: float
     subnormal_atol: float = 0.0
     regression_factor: float = 4.0
-    regression_floor: float = 4 * _U
+    regression_floor: float = 64 * _U
 
     def allowed(self, exact, exact_top1):
         """Largest allowed ``|p - exact|`` (elementwise, broadcasts over NumPy arrays)."""
