@@ -162,7 +162,7 @@ def _index_check(ref, idx, rtol) -> CheckResult:
     row = int(bad_rows[0])
     rank = int(np.flatnonzero(~ok[row])[0])
     got = int(idx[row, rank])
-    p_got = ref.prob_of(idx[row:row + 1])[0, rank]
+    p_got = ref.prob_of(idx)[row, rank]          # prob_of reads row b of its input as row b
     ties = ref.tie_set(row, rank, rtol)
     shown = ", ".join(map(str, ties[:5])) + (f", ... ({ties.size} in all)" if ties.size > 5 else "")
     detail = (f"Mismatched indices: {_fmt_rows(bad_rows.size, batch)}; first at row {row} rank {rank}: "
