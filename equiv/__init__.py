@@ -2,6 +2,15 @@
 
 The public API is this list of names; the work lives in the modules named after it.
 """
+import os as _os
+
+# Installed, ``equiv.reference``, ``equiv.properties`` and ``equiv.fixtures`` are sub-packages
+# (pyproject maps the repository's top-level folders there). Run from a checkout without an
+# install, the same names resolve to those top-level folders through this package's path.
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if not _os.path.isdir(_os.path.join(__path__[0], "reference")) and _os.path.isfile(
+        _os.path.join(_root, "reference", "__init__.py")):
+    __path__.append(_root)
 from equiv.candidate import Candidate, load_candidate
 from equiv.compare import CheckResult, ComparisonResult, compare
 from equiv.errors import (

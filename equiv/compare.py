@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-import reference
+from equiv import reference
 from equiv.timeouts import call_with_timeout
 from equiv.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ulp import ulp_error

@@ -116,10 +116,10 @@ def _timed(fn, *args, **kwargs):
 
 def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
                     timeout: float) -> list[GateCheck]:
-    """Run ``pytest --pyargs properties`` on the candidate and turn each test into a check."""
+    """Run ``pytest --pyargs equiv.properties`` on the candidate and turn each test into a check."""
     with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
         report = os.path.join(tmp, "properties.json")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "properties", "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-q", "-p", "no:cacheprovider",
                f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-k={k}",
                f"--equiv-dtype={','.join(dtypes)}", f"--equiv-budget={budget}",
                f"--equiv-report-json={report}", f"--hypothesis-seed={seed}"]

@@ -1,12 +1,12 @@
 """Wiring of the property suite into pytest.
 
-- ``subject``: every property test is parametrized over the subjects of ``properties.subjects``
+- ``subject``: every property test is parametrized over the subjects of ``equiv.properties.subjects``
   (the ``--equiv-candidate`` alone, or every built-in path read at collection time).
-- ``suite``: the ``properties.runner.Suite`` of one test; it skips, with the reason, a subject
+- ``suite``: the ``equiv.properties.runner.Suite`` of one test; it skips, with the reason, a subject
   that does not support the k this run judges at.
 - Ordering: property tests run in ``PROPERTY_ORDER`` (broad and cheap first), so ``-x`` stops a
   broken candidate early and the pre-merge gate reports the most telling failure first.
-- The known-failure ledger (``properties.known_failures``) turns each listed (built-in path,
+- The known-failure ledger (``equiv.properties.known_failures``) turns each listed (built-in path,
   property) into a strict xfail whose witness runs first (``Suite.run``); never for an explicit
   ``--equiv-candidate``.
 """
@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from properties.known_failures import KNOWN_FAILURES
+from equiv.properties.known_failures import KNOWN_FAILURES
 
 PROPERTY_ORDER = ("equivalence", "poisoned_batches", "raw_arrays", "adversarial_fixtures",
                   "repeated_calls", "bounds", "row_independence", "poison_never_leaks",
@@ -26,7 +26,7 @@ _OPTIONS = pytest.StashKey()
 
 
 def _options(config):
-    from properties.subjects import options_from, subjects_from
+    from equiv.properties.subjects import options_from, subjects_from
 
     if _OPTIONS not in config.stash:
         opts = options_from(config)
@@ -46,7 +46,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def suite(request, subject):
-    from properties.runner import Suite
+    from equiv.properties.runner import Suite
 
     opts, _ = _options(request.config)
     if request.node.get_closest_marker("own_k") is None and not subject.supports_k(opts.k):

@@ -10,7 +10,7 @@ Plan
 - ``kill(name)`` judges one mutant of ``equiv.mutants.MUTANTS`` and says which property killed
   it, after how many examples (``first_failure``: the calls until the first failing one), and
   the shrunk counterexample.
-- ``python -m properties.killing [NAME ...]`` prints the kill table as Markdown (the one in
+- ``python -m equiv.properties.killing [NAME ...]`` prints the kill table as Markdown (the one in
   docs/property-suite.md) and exits 1 if a mutant survived or a legal variant failed;
   ``--matrix`` instead runs every property alone against every mutant (which properties can
   kill which bug, with the examples each needed).
@@ -46,7 +46,7 @@ class Kill:
 
 
 def properties_dir() -> str:
-    import properties
+    import equiv.properties as properties
 
     return os.path.dirname(os.path.abspath(properties.__file__))
 
@@ -114,7 +114,7 @@ def matrix(names, properties) -> dict:
 
 
 def print_matrix(names) -> None:
-    from properties.conftest import PROPERTY_ORDER
+    from equiv.properties.conftest import PROPERTY_ORDER
 
     props = [p for p in PROPERTY_ORDER if p != "builtin_argument_errors"]
     m = matrix(names, props)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import reference
+from equiv import reference
 
 POISON_CYCLE = ("nan", "posinf", "two_posinf", "all_neginf")
 
@@ -29,7 +29,7 @@ def snap(x, dtype: str):
     """``x`` rounded onto the exact-shift grid of ``dtype`` and clipped to its range."""
     import torch
 
-    from properties.strategies import SHIFT_GRID
+    from equiv.properties.strategies import SHIFT_GRID
 
     g, x_max, _ = SHIFT_GRID[dtype]
     y = torch.round(x.float() / g) * g
@@ -219,6 +219,6 @@ def bounds_problem(out, ref, tol) -> str | None:
 
 
 def reference_of(x, k: int):
-    from properties.runner import to_numpy
+    from equiv.properties.runner import to_numpy
 
     return reference.softmax_topk(to_numpy(x), k)

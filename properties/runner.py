@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from properties.known_failures import KNOWN_FAILURES
-from properties.subjects import QUICK_EXAMPLES
+from equiv.properties.known_failures import KNOWN_FAILURES
+from equiv.properties.subjects import QUICK_EXAMPLES
 
 
 class PropertyFailure(AssertionError):
@@ -99,7 +99,7 @@ class Suite:
         return self.opts.dtypes
 
     def recipes(self, families, **kwargs):
-        from properties import strategies
+        from equiv.properties import strategies
 
         b = self.subject.budget
         kwargs["min_vocab"] = max(kwargs.get("min_vocab", 1), self.k)   # k > V is not a valid input

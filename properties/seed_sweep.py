@@ -1,13 +1,13 @@
 """False-positive sweep: correct paths through the whole suite under many Hypothesis seeds.
 
 Plan: for each path and each seed in ``range(start, start + seeds)``, run the property suite on
-that built-in path in-process (``properties.killing.run_suite`` with ``-k PATH`` and
+that built-in path in-process (``equiv.properties.killing.run_suite`` with ``-k PATH`` and
 ``--hypothesis-seed=SEED``, which re-seeds every property even under the derandomized ``ci``
 profile), so every seed draws different inputs. The known-failure ledger applies as in CI (its
 entries are strict xfails proven by their witness; an xfail is not a false positive). Any failed
 test is a false positive: the tolerance table, the reference or a relation's allowance is wrong.
 
-    python -m properties.seed_sweep --paths softmax_topk,identity_top1 --seeds 200 --json out.json
+    python -m equiv.properties.seed_sweep --paths softmax_topk,identity_top1 --seeds 200 --json out.json
 
 prints one line per failure and a summary per path, and exits 1 if any false positive appeared.
 """
@@ -20,7 +20,7 @@ import time
 
 
 def sweep(path: str, seeds: range, *, budget: str, profile: str, progress=None) -> dict:
-    from properties.killing import run_suite
+    from equiv.properties.killing import run_suite
 
     failures, examples, t0 = [], 0, time.perf_counter()
     for seed in seeds:
@@ -42,7 +42,7 @@ def sweep(path: str, seeds: range, *, budget: str, profile: str, progress=None) 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m properties.seed_sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m equiv.properties.seed_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--paths", default="softmax_topk,identity_top1")
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--start", type=int, default=0)

@@ -12,7 +12,7 @@ Plan
   ordinary values, specials (-inf, +inf, NaN, -0.0, subnormals, float32 max, exp's overflow and
   underflow thresholds) and the whole float32 range: shrinking reaches single values.
 - ``exact_shifts(dtype)`` and ``permutations()`` draw the follow-up inputs of the metamorphic
-  relations (see ``properties.relations``).
+  relations (see ``equiv.properties.relations``).
 Costs are bounded by ``max_elements`` (B * V): a full-size example is a few rows.
 """
 from __future__ import annotations

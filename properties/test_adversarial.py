@@ -15,8 +15,9 @@ import os
 import numpy as np
 import pytest
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
-                        "adversarial")
+from equiv.fixtures import path as fixture_path
+
+FIXTURES = fixture_path("adversarial")
 
 
 def load_cases() -> list[dict]:

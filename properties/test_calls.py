@@ -22,7 +22,7 @@ import pytest
 from hypothesis import strategies as st
 
 from equiv.inputs import HEALTHY_FAMILIES
-from properties import relations as rel
+from equiv.properties import relations as rel
 
 TIE_FAMILIES = ("ties_max", "near_ties", "bf16_quantized", "near_uniform", "gaussian", "zipf")
 

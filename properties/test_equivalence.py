@@ -23,7 +23,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from equiv.inputs import HEALTHY_FAMILIES
-from properties.strategies import raw_logits
+from equiv.properties.strategies import raw_logits
 
 EQUIVALENCE_FAMILIES = HEALTHY_FAMILIES + ("neginf_pad",)
 

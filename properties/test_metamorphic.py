@@ -1,6 +1,6 @@
 """Metamorphic properties: the subject against itself on inputs whose answers are related exactly.
 
-Test plan (each relation in ``properties.relations``; none asks for the reference's top-k, so a
+Test plan (each relation in ``equiv.properties.relations``; none asks for the reference's top-k, so a
 path that is wrong the same way twice passes here and fails the equivalence properties)
 - ``bounds``: on healthy rows 1/V <= p_top1 <= 1, every p in [0, 1], the top-k sums to <= 1.
 - ``row_independence``: answering a subset of the rows, reordered and made contiguous
@@ -22,8 +22,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from equiv.inputs import HEALTHY_FAMILIES
-from properties import relations as rel
-from properties.strategies import exact_shifts, permutations
+from equiv.properties import relations as rel
+from equiv.properties.strategies import exact_shifts, permutations
 
 FAMILIES = HEALTHY_FAMILIES + ("neginf_pad",)
 

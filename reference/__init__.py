@@ -1,5 +1,5 @@
 """Float64 NumPy reference for softmax-then-top-k. Imports nothing of the project."""
-from reference.softmax_topk import (
+from .softmax_topk import (
     HEALTHY,
     POISON_ALL_NEGINF,
     POISON_KINDS,

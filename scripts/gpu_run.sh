@@ -28,14 +28,14 @@ if [ "$mode" = suite ]; then
     step suite 540 env HYPOTHESIS_PROFILE=ci python3 -m pytest -q -p no:cacheprovider --equiv-device cuda \
          --junitxml="$out/suite-junit.xml"
     tail -n 25 "$out/suite.log"
-    step sweep_gpu1 120 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs properties -q -p no:cacheprovider \
+    step sweep_gpu1 120 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs equiv.properties -q -p no:cacheprovider \
          --equiv-device cuda -n 1 --equiv-sweep-json "$out/sweep-gpu1.json"
     cat "$out/sweep-gpu1.json" 2>/dev/null | grep -E '"(examples|examples_per_s|wall_s|n_workers|balance_slowest_over_fastest)"' 
 else
     for c in hardcoded_one identity_top1 fused_triton; do
         step "gate_$c" 120 python3 -m equiv gate --candidate "$c" --device cuda --json "$out/gate-$c.json"
     done
-    step sweep_gpu1 180 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs properties -q -p no:cacheprovider \
+    step sweep_gpu1 180 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs equiv.properties -q -p no:cacheprovider \
          --equiv-device cuda -n 1 --equiv-shards 4 --equiv-sweep-json "$out/sweep-gpu1.json"
     step mtp_default 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default.json" --plot "$out/mtp_default.png"
     step mtp_default_again 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default_again.json"

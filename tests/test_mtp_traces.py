@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from equiv.errors import InvalidArgument
+from equiv.fixtures import path as fixture_path
 from equiv.mtp import Trace, load_trace, record_trace, run_mtp, save_trace
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "traces", "tiny_v64.npz")
+FIXTURE = fixture_path("traces", "tiny_v64.npz")
 V = 32
 
 

@@ -1,7 +1,7 @@
 """The property suite kills every mutant of the zoo under the ``ci`` profile, and nothing legal.
 
 Plan: each mutant of ``equiv.mutants.MUTANTS`` runs through the whole property suite in-process
-(``properties.killing.run_suite``: ``--equiv-candidate equiv.mutants:NAME -x``, ci profile, full
+(``equiv.properties.killing.run_suite``: ``--equiv-candidate equiv.mutants:NAME -x``, ci profile, full
 budget) and must fail a property; each legal variant (ties broken the other way, float64
 arithmetic) must pass every property. Each property is also seen failing on its own against a
 mutant chosen for it (``CAN_FAIL``), so no property is a check that cannot fail.
@@ -10,9 +10,9 @@ import pytest
 
 from equiv.candidate import load_candidate
 from equiv.mutants import LEGAL_VARIANTS, MUTANTS
-from properties.killing import _first_failure, kill, legal_failures, run_suite
+from equiv.properties.killing import _first_failure, kill, legal_failures, run_suite
 
-# property -> a mutant it kills when it runs alone (from `python -m properties.killing --matrix`)
+# property -> a mutant it kills when it runs alone (from `python -m equiv.properties.killing --matrix`)
 CAN_FAIL = {
     "equivalence": "second_best_index",
     "poisoned_batches": "nan_masked",
@@ -67,7 +67,7 @@ def test_each_property_can_fail_alone(prop, name, device):
 
 
 def test_builtin_argument_checks_can_fail():
-    from properties.test_calls import argument_problems
+    from equiv.properties.test_calls import argument_problems
 
     unchecked = MUTANTS["constant_probability"].fn          # no k or B validation at all
     problems, _ = argument_problems(unchecked, "cpu", None)

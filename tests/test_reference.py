@@ -6,8 +6,8 @@ import mpmath
 import numpy as np
 import pytest
 
-import reference
-from reference import softmax_topk
+from equiv import reference
+from equiv.reference import softmax_topk
 
 mpmath.mp.dps = 60
 
