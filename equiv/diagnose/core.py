@@ -89,6 +89,7 @@ class _Suspect:
     scopes: list
     checks: list = field(default_factory=list)
     seen_bits: int = 0
+    version: int = 0                                 # bumped whenever a finding is folded in
 
     @property
     def finding(self):
@@ -140,13 +141,14 @@ class _Work:
         self.unexplained: list[str] = []
         self.not_diagnosed: list[str] = []
         self._explained: dict = {}
+        self.alone_passing: list = []                # checks whose inputs pass when re-run alone
 
     # -- explanation ----------------------------------------------------------------------------
     def explain(self, suspect, obs):
         """What ``suspect`` explains in ``obs`` (the union over its scopes), cached per call."""
         from equiv.diagnose.explain import Explained
 
-        key = (id(suspect), len(suspect.scopes), obs.order)
+        key = (id(suspect), suspect.version, obs.order)
         if key not in self._explained:
             parts = [explained(scope, obs, self.prober) for scope in suspect.scopes]
             rows = np.bitwise_or.reduce([p.rows for p in parts]) if parts[0].rows.size else parts[0].rows
@@ -187,10 +189,12 @@ class _Work:
             if same:
                 s.scopes[same[0]] = merge_scopes(s.scopes[same[0]], scope)
                 s.findings.append(finding)
+                s.version += 1
                 return s
             if any(_features(finding) & _features(f) for f in s.findings):
                 s.scopes.append(scope)
                 s.findings.append(finding)
+                s.version += 1
                 return s
         s = _Suspect([finding], [scope])
         self.suspects.append(s)
@@ -243,7 +247,7 @@ class _Work:
             failing += self._relations(check, inputs[0], need=not failing)
         if not failing:
             _trace(check.name, "no failing input found from", [str(i) for i in inputs])
-            self.unexplained.append(check.name)
+            self.alone_passing.append((check, bool(inputs)))
             return
         settled = all([self.settle(o) for o in failing])
         _trace(check.name, [str(o.inputs) for o in failing], "settled" if settled else "NOT settled")
@@ -290,6 +294,15 @@ class _Work:
         s.checks.append(check.name)
 
     # -- the end -------------------------------------------------------------------------------
+    def history_dependent(self) -> None:
+        """A check whose input passes alone failed after other calls: a stale defect explains it."""
+        stale = [s for s in self.suspects if s.kind == "stale_output"]
+        for check, had_inputs in self.alone_passing:
+            if stale and had_inputs:
+                stale[0].checks.append(check.name)
+            else:
+                self.unexplained.append(check.name)
+
     def consolidate(self) -> None:
         for s in list(self.suspects):
             others = [o for o in self.suspects if o is not s]
@@ -340,6 +353,7 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
             work.settle(bland)
     for c in sorted((c for c in failing if c not in hangs), key=_stage_order):
         work.check(c)
+    work.history_dependent()
     work.consolidate()
     defects = tuple(defect_of(s, prober) for s in sorted(work.suspects, key=_report_order))
     return Diagnosis(prober.spec, defects, tuple(dict.fromkeys(work.unexplained)),

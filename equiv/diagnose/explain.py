@@ -207,7 +207,7 @@ def _contiguous(inputs):
 
 def _stale(obs, prober, none) -> Explained:
     """Other logits of the same shape get the same answer: everything in ``obs`` is stale."""
-    if obs.p is None or not answer_ignores_input(prober, obs):
+    if not answer_ignores_input(prober, obs):
         return none
     return Explained(obs.faults.copy() if obs.faults is not None else none.rows, status=True,
                      regression=True)

@@ -195,21 +195,22 @@ class Isolation:
         if v % 1024 and not self.prober.exhausted:
             aligned = found.inputs.with_(vocab=-(-v // 1024) * 1024)
             ok, seen = self.fails(aligned, primary)
-            if not ok and self._holds(found.inputs, aligned, primary):
+            if not ok and self._holds(found.inputs, aligned, primary, any_fail=True):
                 necessary.append(("tile", seen))
                 return found
         if v > THRESHOLD_VOCAB and passing is not None and self._holds(found.inputs, passing.inputs, primary):
             necessary.append(("vocab", passing))
         return found
 
-    def _holds(self, failing, passing, primary) -> bool:
-        """Not one seed's accident: two other seeds fail at ``failing`` and pass at ``passing``."""
+    def _holds(self, failing, passing, primary, any_fail: bool = False) -> bool:
+        """Not one seed's accident: two other seeds pass at ``passing`` and fail at ``failing``
+        (``any_fail``: one of them failing is enough, for failures that need a lucky row)."""
+        fails = []
         for s in (1, 2):
-            if self.prober.exhausted or not self.fails(failing.with_(seed=failing.seed + s), primary)[0]:
+            if self.prober.exhausted or self.fails(passing.with_(seed=passing.seed + s), primary)[0]:
                 return False
-            if self.fails(passing.with_(seed=passing.seed + s), primary)[0]:
-                return False
-        return True
+            fails.append(self.fails(failing.with_(seed=failing.seed + s), primary)[0])
+        return any(fails) if any_fail else all(fails)
 
     def _neighbours(self, cur, primary):
         rows = np.flatnonzero(self.residual(cur).rows) if cur.faults is not None else []
@@ -321,16 +322,24 @@ def neighbours_matter(prober, cur, rows, first: int = 0):
 
 
 def answer_ignores_input(prober, obs) -> bool:
-    """A call on other logits of the same shape (seeds 1..3 on, until the exact answers differ)
-    returns exactly the answer of ``obs``."""
+    """Other logits of the same shape get exactly the answer of ``obs``: an answer seen earlier
+    at this shape for another input, else a call on a sister input (another seed, then the
+    gaussian family; for a raw array its columns rolled) until the exact answers differ."""
+    if obs.p is None or obs.ref is None:
+        return False
+    earlier = prober.answers_at(obs)
+    if earlier:
+        return any(same_answer(obs, o) and not same_answer_expected(obs, o) for o in earlier)
     for step in (1, 2, 3):
         if isinstance(obs.inputs, RawInput):
             values = np.roll(obs.inputs.values, step, axis=1)
             other_in = RawInput(values, obs.inputs.dtype, obs.inputs.pad, f"{obs.inputs.label} rolled")
         else:
             other_in = obs.inputs.with_(seed=obs.inputs.seed + step)
+            if step == 3:
+                other_in = other_in.with_(family="gaussian", specials=0)
         other = prober.observe(other_in, fresh=True)
-        if other.p is None or obs.ref is None:
+        if other.p is None:
             return False
         if not same_answer_expected(obs, other):
             return same_answer(obs, other)
@@ -344,7 +353,8 @@ def same_answer(a, b) -> bool:
 
 def same_answer_expected(a, b) -> bool:
     """Two inputs whose exact answers agree too (then equal answers prove nothing)."""
-    return np.array_equal(a.ref.topk_index, b.ref.topk_index)
+    return (np.array_equal(a.ref.topk_index, b.ref.topk_index)
+            and np.allclose(a.ref.topk_p, b.ref.topk_p, rtol=2.0 ** -13, equal_nan=True))
 
 
 def _rank_relation(obs) -> str:

@@ -192,6 +192,13 @@ class Prober:
         self.hung = False
         self._cache: dict = {}
         self._shapes: set = set()
+        self._answers: dict = {}
+
+    def answers_at(self, obs) -> list:
+        """Earlier observations of other inputs at the shape, dtype and k of ``obs``."""
+        key = (obs.inputs.batch, obs.inputs.vocab, obs.inputs.dtype, obs.k)
+        return [o for o in self._answers.get(key, ()) if o is not obs and o.p is not None
+                and input_key(o.inputs) != input_key(obs.inputs)]
 
     def seen_shapes(self) -> set:
         """Every (batch, vocab) this prober has called the candidate on."""
@@ -239,4 +246,6 @@ class Prober:
                 faults = _agree_with(result, faults)
             else:
                 p = idx = None
-        return Observation(inputs, k, result, status, faults, p, idx, ref, order=self.calls)
+        obs = Observation(inputs, k, result, status, faults, p, idx, ref, order=self.calls)
+        self._answers.setdefault((inputs.batch, inputs.vocab, inputs.dtype, k), []).append(obs)
+        return obs
