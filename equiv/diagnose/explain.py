@@ -53,10 +53,11 @@ def _row_magnitude(obs) -> np.ndarray:
     return x.max(axis=1) if x.size else np.zeros(0)
 
 
-def _index_relation(obs) -> tuple:
-    """('offset', d), ('rank', r) or ('any',) for the index faults of ``obs``."""
+def index_relation(obs) -> tuple:
+    """('offset', d), ('rank', r) or ('any',) for the index faults of ``obs`` (two rows at least
+    must show the same offset or rank)."""
     rows = obs.rows_with(INDEX | OOV)
-    if rows.size == 0 or obs.idx is None:
+    if rows.size < 2 or obs.idx is None:
         return ("any",)
     d = obs.idx[rows] - obs.ref.topk_index[rows]
     if np.all(d == d.flat[0]) and d.flat[0] != 0:
@@ -91,7 +92,8 @@ def scope_of(finding) -> dict:
     elif kind == "placeholder_probability":
         scope["constant"] = finding.facts["constant"]
     elif kind in ("wrong_index", "rank_order"):
-        scope["relation"] = _index_relation(t) if kind == "wrong_index" else ("order", _rank_relation(t))
+        scope["relation"] = (finding.facts.get("relation", ("any",)) if kind == "wrong_index"
+                             else ("order", _rank_relation(t)))
     elif kind == "batch_size":
         rows = t.rows_with(ALL)
         scope["min_batch"] = t.inputs.batch
@@ -150,7 +152,8 @@ def explained(scope: dict, obs, prober) -> Explained:
         rows = (obs.p == scope["constant"]).all(axis=1)
         bits = VALUE | POISON
     elif kind in ("wrong_index", "rank_order"):
-        rows, bits = _relation_rows(scope["relation"], obs), INDEX | VALUE | OOV
+        rows = _relation_rows(scope["relation"], obs)
+        bits = INDEX | VALUE | (OOV if scope["relation"][0] == "offset" else 0)
     elif kind == "value_error":
         rows, bits = (f & INDEX) == 0, VALUE
     elif kind == "non_contiguous":
@@ -196,7 +199,7 @@ def _relation_rows(relation, obs) -> np.ndarray:
         return out
     if relation[0] == "order":
         return ((f & INDEX) != 0) if _rank_relation(obs) == relation[1] else np.zeros(f.shape, dtype=bool)
-    return (f & (INDEX | OOV)) != 0
+    return (f & INDEX) != 0
 
 
 def _contiguous(inputs):

@@ -127,12 +127,16 @@ class Isolation:
                 cur = seen
             elif feature in ("pad", "family", "dtype", "shift", "scale"):
                 necessary.append((feature, seen))
+        if not isinstance(cur.inputs, RawInput):
+            necessary = self._confirm(cur, necessary, primary)
         names = {f for f, _ in necessary}
         kind = self._kind(primary, names, cur)
         if kind in ("placeholder_probability", "value_error"):
             kind = self._placeholder(cur, facts) or kind
         if kind == "wrong_index" and self.k > 1 and _rank_relation(cur) in ("ascending", "repeated"):
             kind = "rank_order"
+        if kind == "wrong_index":
+            facts["relation"] = self._relation(cur)
         return Finding(kind, primary, cur, tuple(necessary), facts)
 
     def _simplifications(self, inputs):
@@ -155,6 +159,30 @@ class Isolation:
         yield "specials", lambda r: r.with_(specials=2) if r.family == "poison_mix" and r.specials not in (1, 2) else None
         yield "ties", lambda r: r.with_(ties=2) if r.ties > 2 else None
         yield "seed", lambda r: r.with_(seed=0) if r.seed else None
+
+    def _confirm(self, cur, necessary, primary) -> list:
+        """Each necessary feature again at the final trigger: its complement (the trigger with
+        that feature alone removed) must pass, else the feature is dropped."""
+        r = cur.inputs
+        undo = {"pad": lambda: r.with_(pad=0) if r.pad else None,
+                "family": lambda: (r.with_(family="gaussian", specials=0, ties=2, position="random")
+                                   if r.family != "gaussian" else None),
+                "dtype": lambda: r.with_(dtype="float32") if r.dtype != "float32" else None,
+                "batch": lambda: r.with_(batch=r.batch - 1) if r.batch > 1 else None,
+                "shift": lambda: r.with_(shift=0.0) if r.shift else None,
+                "scale": lambda: r.with_(scale=1.0) if r.scale != 1.0 else None}
+        out = []
+        for feature, comp in necessary:
+            if feature not in undo or self.prober.exhausted:
+                out.append((feature, comp))
+                continue
+            variant = undo[feature]()
+            if variant is None:
+                continue
+            ok, seen = self.fails(variant, primary)
+            if not ok:
+                out.append((feature, seen))
+        return out
 
     # -- features that need more than one variant ---------------------------------------------
     def _shrink_batch(self, cur, primary, necessary):
@@ -192,7 +220,7 @@ class Isolation:
                 break
             passing = seen
         v = found.inputs.vocab
-        if v % 1024 and not self.prober.exhausted:
+        if v % 1024 and found.inputs.family != "poison_mix" and not self.prober.exhausted:
             aligned = found.inputs.with_(vocab=-(-v // 1024) * 1024)
             ok, seen = self.fails(aligned, primary)
             if not ok and self._holds(found.inputs, aligned, primary, any_fail=True):
@@ -255,11 +283,23 @@ class Isolation:
             return "batch_size"
         if names & {"vocab", "tile"}:
             return "shape_threshold"
-        if names & {"shift", "scale"} or ("family" in names and family in _MAGNITUDE_FAMILIES):
+        if (names & {"shift", "scale"} or ("family" in names and family in _MAGNITUDE_FAMILIES)) \
+                and _overflow_signature(cur):
             return "magnitude"
         if primary == INDEX:
             return "wrong_index"
         return "value_error"
+
+    def _relation(self, cur) -> tuple:
+        """How wrong indices relate to the exact ones, read on eight rows of the trigger's kind
+        (one row cannot show a pattern)."""
+        from equiv.diagnose.explain import index_relation
+
+        obs = cur
+        if cur.rows_with(INDEX | OOV).size < 2 and not isinstance(cur.inputs, RawInput):
+            wider = self.prober.observe(cur.inputs.with_(batch=8))
+            obs = wider if wider.faults is not None and wider.rows_with(INDEX | OOV).size >= 2 else cur
+        return index_relation(obs)
 
     def _placeholder(self, cur, facts):
         """topk_p one constant on every row of two inputs whose exact probabilities differ."""
@@ -275,6 +315,16 @@ class Isolation:
                          exact_hi=float(np.nanmax(exact)), other=other)
             return "placeholder_probability"
         return None
+
+
+def _overflow_signature(obs) -> bool:
+    """exp overflowed or underflowed: a failing healthy row answers NaN, inf or 0 where the exact
+    probability is positive (a magnitude that only moves ties is a wrong index, not this)."""
+    if obs.p is None or obs.faults is None:
+        return obs.status in STATUS_KIND
+    rows = obs.rows_with(VALUE | INDEX | LEAK)
+    p, exact = obs.p[rows], obs.ref.topk_p[rows]
+    return bool(rows.size) and bool((~np.isfinite(p) | ((p == 0) & (exact > 0))).any())
 
 
 def _recentred(r):

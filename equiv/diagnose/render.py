@@ -81,13 +81,11 @@ def _kind_facts(finding) -> list[str]:
             return [f"row {b} answers index {int(t.idx[b, 0])}, p {t.p[b, 0]:.6g} in its batch and index "
                     f"{int(moved.idx[b, 0])}, p {moved.p[b, 0]:.6g} when its neighbours are copies of it"]
     if kind in ("wrong_index", "rank_order"):
-        from equiv.diagnose.explain import _index_relation
-
-        rel = _index_relation(t)
+        rel = finding.facts.get("relation", ("any",))
         b = int(np.flatnonzero(t.faults)[0])
         if rel[0] == "offset":
-            return [f"every wrong index is the exact one {rel[1]:+d} (row {b}: {int(t.idx[b, 0])} for "
-                    f"{int(t.ref.topk_index[b, 0])})"]
+            return [f"every wrong index is the exact one {rel[1]:+d} (row {b} of the trigger: "
+                    f"{int(t.idx[b, 0])} for {int(t.ref.topk_index[b, 0])})"]
         if rel[0] == "rank" and kind == "wrong_index":
             return [f"returns the token of rank {rel[1]} (0 = best) in place of the top one"]
         return [f"row {b} returned {t.idx[b].tolist()} for exact {t.ref.topk_index[b].tolist()}"]
