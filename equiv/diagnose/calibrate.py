@@ -72,17 +72,6 @@ BATTERY = (
 
 
 @dataclass(frozen=True)
-class MiniCheck:
-    """A failing check as the gate reports one (name, detail, counterexample, repro)."""
-
-    name: str
-    passed: bool
-    detail: str
-    counterexample: str | None = None
-    repro: str | None = None
-
-
-@dataclass(frozen=True)
 class Row:
     name: str
     expected: tuple
@@ -121,6 +110,7 @@ def _k(name: str) -> int:
 def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
     """The battery through ``equiv.compare``; a failing input is a failing check (docstring)."""
     from equiv.compare import compare
+    from equiv.gate import GateCheck
     from equiv.inputs import Recipe
 
     checks = []
@@ -129,14 +119,14 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
         if recipe.vocab < k:
             continue
         res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=60.0)
-        checks.append(MiniCheck(f"mini:{i}:{recipe.family}", res.passed,
+        checks.append(GateCheck(f"mini:{i}:{recipe.family}", res.passed,
                                 "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
                                 f"recipe {recipe}", res.repro))
     first = Recipe.parse("gaussian:seed=0,batch=1,vocab=2,dtype=float32")
     a = compare(spec, first.build(device), k, recipe=first, timeout=60.0)
     b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1), timeout=60.0)
     stale = a.passed and not b.passed
-    checks.append(MiniCheck("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
+    checks.append(GateCheck("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
                             f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
     return checks
 
