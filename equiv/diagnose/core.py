@@ -142,6 +142,8 @@ class _Work:
         self.not_diagnosed: list[str] = []
         self._explained: dict = {}
         self.alone_passing: list = []                # checks whose inputs pass when re-run alone
+        self.regression_only: list = []              # checks that fail only the regression rule
+        self.deferring = False
 
     # -- explanation ----------------------------------------------------------------------------
     def explain(self, suspect, obs):
@@ -249,6 +251,9 @@ class _Work:
             _trace(check.name, "no failing input found from", [str(i) for i in inputs])
             self.alone_passing.append((check, bool(inputs)))
             return
+        if not self.deferring and all(self.residual(o).primary() == "regression" for o in failing):
+            self.regression_only.append(check)    # after the rest: a row-level defect may explain it
+            return
         settled = all([self.settle(o) for o in failing])
         _trace(check.name, [str(o.inputs) for o in failing], "settled" if settled else "NOT settled")
         if not self.attribute(check.name, failing) or not settled:
@@ -352,6 +357,9 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
         if not bland.passed:
             work.settle(bland)
     for c in sorted((c for c in failing if c not in hangs), key=_stage_order):
+        work.check(c)
+    work.deferring = True
+    for c in work.regression_only:
         work.check(c)
     work.history_dependent()
     work.consolidate()

@@ -182,8 +182,9 @@ def explained(scope: dict, obs, prober) -> Explained:
     if bits & VALUE:                  # a healthy row beside poison is wrong for its own reason too
         bits |= LEAK
     got = np.where(rows, f & bits, 0)
-    return Explained(got, regression=bool((got & VALUE).any()) or kind == "value_error" or
-                     (kind == "placeholder_probability" and bool(rows.any())))
+    # the regression rule is one number per batch: a value defect acting on a row accounts for it
+    acts_on_values = bool(bits & VALUE) and bool(np.asarray(rows).any())
+    return Explained(got, regression=acts_on_values or kind == "value_error")
 
 
 def _relation_rows(relation, obs) -> np.ndarray:

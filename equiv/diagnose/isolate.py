@@ -108,6 +108,8 @@ class Isolation:
         for feature, variant in self._simplifications(cur.inputs):
             if self.prober.exhausted:
                 break
+            if feature in ("neighbours", "batch") and primary == "regression":
+                continue                         # a rule over the whole batch: keep the batch
             if feature == "neighbours":
                 found = self._neighbours(cur, primary)
                 if found is not None:
