@@ -67,6 +67,7 @@ class GateResult:
     seed: int
     duration_s: float
     stages: dict = field(default_factory=dict)
+    diagnosis: object = None                      # equiv.diagnose.Diagnosis: the defects behind the failures
 
     @property
     def failed(self) -> list[GateCheck]:
@@ -76,6 +77,7 @@ class GateResult:
         return {"candidate": self.candidate, "passed": self.passed, "k": self.k, "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "stages": self.stages,
+                **(self.diagnosis.beside_checks() if self.diagnosis is not None else {"defects": []}),
                 "checks": [c.to_json() for c in self.checks]}
 
     def summary(self, shown_per_stage: int = 2) -> str:
@@ -84,6 +86,9 @@ class GateResult:
         lines = [f"equiv gate: {self.candidate} (k={self.k}, {self.device}, "
                  f"{'/'.join(self.dtypes)}, budget {self.budget}, seed {self.seed}): {verdict} "
                  f"in {self.duration_s:.1f} s"]
+        if self.diagnosis is not None and not self.passed:
+            lines.append(self.diagnosis.summary())
+            lines.append("checks:")
         for stage, (n_pass, n_all) in self.stages.items():
             prefix = _STAGE_PREFIX[stage]
             failed = [c for c in self.failed if c.name.split(":")[0] in (prefix, stage)]
@@ -263,6 +268,9 @@ def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget
             mtp_checks(spec, device=device, seed=seed, vocab=vocab, timeout=plan["mtp_timeout"])
         checks += got
         counts["mtp"] = (sum(c.passed for c in got), len(got))
+    from equiv.diagnose.attach import for_gate
+
+    diagnosis = for_gate(spec, checks, k=k, device=device, timeout=timeout, elapsed_s=time.perf_counter() - t0)
     return GateResult(candidate=spec, passed=all(c.passed for c in checks) and bool(checks),
                       checks=tuple(checks), k=k, device=device, dtypes=tuple(dtypes), budget=budget,
-                      seed=seed, duration_s=time.perf_counter() - t0, stages=counts)
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=counts, diagnosis=diagnosis)
