@@ -74,6 +74,11 @@ class Diagnosis:
                 "not_diagnosed": list(self.not_diagnosed), "calls": self.calls,
                 "duration_s": round(self.duration_s, 3)}
 
+    def beside_checks(self) -> dict:
+        """The keys a run's JSON carries next to its checks: ``defects`` and ``diagnosis``."""
+        doc = self.to_json()
+        return {"defects": doc.pop("defects"), "diagnosis": doc}
+
     def summary(self) -> str:
         from equiv.diagnose.render import console_block
 

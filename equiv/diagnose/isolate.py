@@ -129,6 +129,10 @@ class Isolation:
                 cur = seen
             elif feature in ("pad", "family", "dtype", "shift", "scale"):
                 necessary.append((feature, seen))
+        if not isinstance(cur.inputs, RawInput) and cur.inputs.batch > 1 and not self.prober.exhausted:
+            ok, seen = self.fails(cur.inputs.with_(batch=1), primary)   # later steps may free B
+            if ok:
+                cur, necessary = seen, [(f, c) for f, c in necessary if f != "batch"]
         if not isinstance(cur.inputs, RawInput):
             necessary = self._confirm(cur, necessary, primary)
         names = {f for f, _ in necessary}
