@@ -21,9 +21,18 @@ def run(args) -> int:
     from equiv.devices import resolve_device
     from equiv.inputs import Recipe
 
+    import time
+
+    from equiv.diagnose.attach import for_comparison
+
     recipe = Recipe.parse(args.recipe)
     device = resolve_device(args.device)
     cand = load_candidate(args.candidate)
+    t0 = time.perf_counter()
     result = compare(cand, recipe.build(device), k=args.k, recipe=recipe)
-    print(json.dumps(result.to_json(), indent=2) if args.json else result.summary())
+    diagnosis = for_comparison(cand.spec, result, device=device, timeout=None, elapsed_s=time.perf_counter() - t0)
+    if args.json:
+        print(json.dumps({**result.to_json(), **diagnosis.beside_checks()}, indent=2))
+    else:
+        print((diagnosis.summary() + "\n" if diagnosis.defects else "") + result.summary())
     return 0 if result.passed else 1
