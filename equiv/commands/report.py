@@ -75,9 +75,15 @@ def run(args) -> int:
     for p in paths:
         load_candidate(p)                        # fail fast, exit 2, before any work
     paths = [p for p in paths if p not in path_names() or get_path(p).supports_k(k)]
+    import time
+
+    from equiv.diagnose.attach import for_report, with_defects
+
+    t0 = time.perf_counter()
     report = report_rows(paths, dtypes, families, vocab=vocab, batch=batch, seed=seed, k=k,
                          device=device, progress=_Progress(), timeout=timeout)
-    text = render(report, fmt, mtp)
+    diagnoses = for_report(report, timeout=timeout, elapsed_s=time.perf_counter() - t0)
+    text = with_defects(render(report, fmt, mtp), fmt, diagnoses)
     if args.out:
         atomic_write(args.out, text if text.endswith("\n") else text + "\n")
         print(f"equiv report: wrote {fmt} report to {args.out} "
