@@ -9,7 +9,8 @@ Plan
   not diagnosed.
 - ``for_gate`` takes the gate's checks as they are; ``for_comparison`` turns one failing
   ``compare`` (``equiv check``) into its single check; ``for_report`` turns each failing row of a
-  tolerance report into a check of its path and diagnoses each failing path.
+  tolerance report into a check of its path and diagnoses each failing path, and
+  ``with_defects`` puts them in the rendered report.
 """
 from __future__ import annotations
 
@@ -54,3 +55,20 @@ def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
         out[path] = diagnose(path, checks, k=report.k, device=report.device, timeout=timeout or 60.0,
                              budget_s=budget_for(elapsed_s) / len(paths))
     return out
+
+
+def with_defects(text: str, fmt: str, diagnoses: dict) -> str:
+    """A rendered report with its paths' defects: a ``defects`` key in JSON (``{path: [...]}``),
+    a block per failing path before a table or Markdown report; HTML is left as it is."""
+    import json
+
+    if not diagnoses:
+        return text
+    if fmt == "json":
+        doc = json.loads(text)
+        doc["defects"] = {p: [d.to_json() for d in diag.defects] for p, diag in diagnoses.items()}
+        return json.dumps(doc, indent=2)
+    if fmt in ("table", "markdown"):
+        blocks = [f"{path}: {diag.summary()}" for path, diag in diagnoses.items()]
+        return "\n".join(blocks) + "\n\n" + text
+    return text
