@@ -248,7 +248,7 @@ class _Work:
         if "did not return" in (check.detail or "") or "did not finish" in (check.detail or ""):
             return self._hang(check)
         inputs = sources.inputs_of(check)
-        failing = [o for o in (self.prober.observe(i) for i in inputs[:2]) if not o.passed]
+        failing = [o for o in (self._observe(i) for i in inputs[:2]) if not o.passed]
         prop = sources.property_name(check)
         if inputs and (not failing or prop in _RELATION_FIRST or prop == "repeated_calls"):
             failing += self._relations(check, inputs[0], need=not failing)
@@ -263,6 +263,11 @@ class _Work:
         _trace(check.name, [str(o.inputs) for o in failing], "settled" if settled else "NOT settled")
         if not self.attribute(check.name, failing) or not settled:
             (self.not_diagnosed if self.prober.exhausted else self.unexplained).append(check.name)
+
+    def _observe(self, inputs):
+        """A check's input; judged under the regression rule too only if it passes without."""
+        obs = self.prober.observe(inputs)
+        return self.prober.observe(inputs, regression=True) if obs.passed else obs
 
     def _relations(self, check, recipe, need: bool) -> list:
         from equiv.inputs import Recipe

@@ -162,7 +162,8 @@ def explained(scope: dict, obs, prober) -> Explained:
             gone = f & ~(other.faults if other.faults is not None else 0)
             return Explained(gone, regression=bool((gone & VALUE).any()))
     elif kind == "neighbour_rows":
-        if neighbours_matter(prober, obs, np.flatnonzero(f), first=scope.get("how", 0)) is not None:
+        if _moves_alone(prober, obs) or neighbours_matter(prober, obs, np.flatnonzero(f),
+                                                         first=scope.get("how", 0)) is not None:
             rows, bits = f != 0, ALL
     elif kind == "batch_size":
         if batch >= scope["min_batch"]:
@@ -201,6 +202,21 @@ def _relation_rows(relation, obs) -> np.ndarray:
     if relation[0] == "order":
         return ((f & INDEX) != 0) if _rank_relation(obs) == relation[1] else np.zeros(f.shape, dtype=bool)
     return (f & INDEX) != 0
+
+
+def _moves_alone(prober, obs) -> bool:
+    """The first failing row of a batch answered alone (B = 1) gets another answer: once a defect
+    is known to read other rows, the cheapest way to see that it acts here."""
+    rows = np.flatnonzero(obs.faults)
+    if obs.inputs.batch < 2 or rows.size == 0 or obs.p is None:
+        return False
+    b = int(rows[0])
+    x = obs.ref.rows[b:b + 1].astype(np.float32)
+    alone = prober.observe(RawInput(x, obs.inputs.dtype, obs.inputs.pad, f"row {b} of {obs.inputs} alone"))
+    if alone.p is None:
+        return False
+    return bool((alone.idx[0] != obs.idx[b]).any()) or not np.allclose(
+        alone.p[0], obs.p[b], rtol=2.0 ** -13, atol=0.0, equal_nan=True)
 
 
 def _contiguous(inputs):

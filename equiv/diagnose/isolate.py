@@ -92,7 +92,7 @@ class Isolation:
         self.prober, self.residual, self.k = prober, residual, k
 
     def fails(self, inputs, primary) -> tuple[bool, object]:
-        obs = self.prober.observe(inputs)
+        obs = self.prober.observe(inputs, regression=primary == "regression")
         return (not obs.passed and _has(self.residual(obs), primary)), obs
 
     # -- the walk -----------------------------------------------------------------------------

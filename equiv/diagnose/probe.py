@@ -209,16 +209,19 @@ class Prober:
         late = self.deadline is not None and time.perf_counter() > self.deadline
         return self.hung or late or self.calls >= self.max_calls
 
-    def observe(self, inputs, k: int | None = None, *, fresh: bool = False) -> Observation:
+    def observe(self, inputs, k: int | None = None, *, fresh: bool = False,
+                regression: bool = False) -> Observation:
+        """``regression``: also judge the regression rule (it runs the baseline on the input,
+        doubling the cost of a call; only a failure of that rule alone needs it)."""
         k = self.k if k is None else k
-        key = (input_key(inputs), k)
+        key = (input_key(inputs), k, regression)
         if not fresh and key in self._cache:
             return self._cache[key]
-        obs = self._call(inputs, k)
+        obs = self._call(inputs, k, regression)
         self._cache[key] = obs
         return obs
 
-    def _call(self, inputs, k: int) -> Observation:
+    def _call(self, inputs, k: int, regression: bool = False) -> Observation:
         """The one call site: ``equiv.compare`` on the built input, the answer kept for the rows."""
         from equiv.compare import compare
 
@@ -234,7 +237,8 @@ class Prober:
         recipe = None if isinstance(inputs, RawInput) else inputs
         self.calls += 1
         self._shapes.add(tuple(x.shape))
-        result = compare(recorded, x, k, recipe=recipe, name=self.spec, timeout=self.timeout)
+        result = compare(recorded, x, k, recipe=recipe, name=self.spec, timeout=self.timeout,
+                         regression=regression)
         status = _status(result)
         self.hung = self.hung or status == "hang"
         out = box.get("out")
