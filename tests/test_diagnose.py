@@ -168,3 +168,14 @@ def test_the_deadline_stops_new_calls_and_says_what_was_left():
     d = diagnose("equiv.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1, budget_s=0.0)
     assert d.defects == () and set(d.not_diagnosed) == {c.name for c in SPLIT_VOCAB_CHECKS}
     assert "not diagnosed" in d.summary()
+
+
+def test_a_hang_or_an_exit_is_named_from_the_check_and_never_re_run():
+    checks = [GateCheck("tolerance:gaussian:float32", False, "contract: did not return within 5 s",
+                        counterexample="recipe gaussian:seed=0,batch=4,vocab=1000,dtype=float32, worst row None",
+                        repro="REPRO: equiv check --candidate tests/candidates/x.py:f --recipe 'gaussian:seed=0'"),
+              GateCheck("property:raw_arrays", False, "exited with code 0 during the call")]
+    d = diagnose("softmax_topk", checks, k=1)
+    assert sorted(x.kind for x in d.defects) == ["crash", "hang"] and d.calls == 0, d.summary()
+    hang = next(x for x in d.defects if x.kind == "hang")
+    assert hang.repro.startswith("REPRO: equiv check") and "did not return" in hang.evidence

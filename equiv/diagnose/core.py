@@ -245,8 +245,8 @@ class _Work:
             return
         if sources.consumer_of(check) is not None:
             return self._mtp(check)
-        if "did not return" in (check.detail or "") or "did not finish" in (check.detail or ""):
-            return self._hang(check)
+        if abnormal_kind(check) is not None:
+            return self._unrun(check)
         inputs = sources.inputs_of(check)
         failing = [o for o in (self._observe(i) for i in inputs[:2]) if not o.passed]
         prop = sources.property_name(check)
@@ -300,12 +300,15 @@ class _Work:
         if not owners:
             self.unexplained.append(check.name)
 
-    def _hang(self, check) -> None:
+    def _unrun(self, check) -> None:
+        """A hang or an abnormal end (exit, signal, interrupt): named from the check itself; the
+        input is not re-run (each re-run would cost a time-out or a worker restart)."""
         from equiv.diagnose.isolate import Finding
 
+        kind = abnormal_kind(check)
         inputs = sources.inputs_of(check)
-        trigger = _Unrun(inputs[0] if inputs else check.name, check)
-        s = self.add(Finding("hang", "hang", trigger))
+        trigger = _Unrun(inputs[0] if inputs else check.name, check, status=kind)
+        s = self.add(Finding(kind, kind, trigger))
         s.checks.append(check.name)
 
     # -- the end -------------------------------------------------------------------------------
@@ -341,6 +344,18 @@ class _Unrun:
     status: str = "hang"
 
 
+# How equiv.run words the ends of a call that stop a worker (see equiv.run.outcome), and the
+# properties stage's own time-out: the first matching phrase names the kind.
+_ABNORMAL = (("did not return", "hang"), ("did not finish", "hang"), ("exited with code", "crash"),
+             ("killed by signal", "crash"), ("raised KeyboardInterrupt", "crash"),
+             ("raised SystemExit", "crash"), ("raised GeneratorExit", "crash"))
+
+
+def abnormal_kind(check) -> str | None:
+    detail = check.detail or ""
+    return next((kind for phrase, kind in _ABNORMAL if phrase in detail), None)
+
+
 def _same_residual(a: Residual, b: Residual) -> bool:
     return a.status == b.status and a.regression == b.regression and np.array_equal(a.rows, b.rows)
 
@@ -359,14 +374,14 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
     deadline = None if budget_s is None else t0 + budget_s
     prober = Prober(spec, k=k, device=device, timeout=timeout, deadline=deadline, max_calls=max_calls)
     work = _Work(prober, k)
-    hangs = [c for c in failing if "did not return" in (c.detail or "")]
-    for c in hangs:                             # never re-run a call that hung
-        work._hang(c)
-    if not hangs:
+    unrun = [c for c in failing if abnormal_kind(c) is not None]
+    for c in unrun:                              # never re-run a call that hung or ended abnormally
+        work._unrun(c)
+    if not unrun:
         bland = prober.observe(Recipe.parse(BLAND.format(dtype=dtype)).with_(vocab=max(1000, k)))
         if not bland.passed:
             work.settle(bland)
-    for c in sorted((c for c in failing if c not in hangs), key=_stage_order):
+    for c in sorted((c for c in failing if c not in unrun), key=_stage_order):
         work.check(c)
     work.deferring = True
     for c in work.regression_only:

@@ -44,7 +44,7 @@ def _literal(values: np.ndarray) -> str:
 def _repro(finding, spec: str, k: int, device: str) -> str:
     t = finding.trigger
     check = getattr(t, "check", None)
-    if check is not None:                          # a hang: the check's own replay line
+    if check is not None:                          # not re-run: the check's own replay line
         return (check.repro or f"REPRO: equiv gate --candidate {spec} --k {k} --device {device}").splitlines()[0]
     if finding.before is not None:
         pair = ", ".join(f"'{r.inputs}'" for r in (finding.before, t))
