@@ -179,3 +179,17 @@ def test_a_hang_or_an_exit_is_named_from_the_check_and_never_re_run():
     assert sorted(x.kind for x in d.defects) == ["crash", "hang"] and d.calls == 0, d.summary()
     hang = next(x for x in d.defects if x.kind == "hang")
     assert hang.repro.startswith("REPRO: equiv check") and "did not return" in hang.evidence
+
+
+def test_a_users_file_candidate_is_diagnosed_through_its_supervised_worker(tmp_path):
+    from equiv.run import runner_for
+
+    path = tmp_path / "split_kernel.py"
+    path.write_text("from equiv.mutants import split_vocab_argmax\n\n"
+                    "def draft(logits, k):\n    return split_vocab_argmax(logits, k)\n")
+    spec = f"{path}:draft"
+    d = diagnose(spec, SPLIT_VOCAB_CHECKS, k=1)
+    assert sorted(x.kind for x in d.defects) == ["non_contiguous", "out_of_vocabulary_index",
+                                                  "placeholder_probability"], d.summary()
+    runner = runner_for(spec, "cpu", 60.0)
+    assert runner.isolated and runner.calls >= d.calls

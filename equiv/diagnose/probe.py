@@ -116,19 +116,53 @@ def _status(result) -> str:
         return "input"
     if detail.startswith("index out of range"):
         return "oov"
+    if "did not return within" in detail:
+        return "hang"
     if result.exception is not None or detail.startswith(("raised", "exited", "killed")):
         return "crash"
     return "format"
 
 
-def _to_array(t, dtype):
-    import torch
+# How an abnormal end of the call (``equiv.run.outcome.KINDS``) reads as an observation's status.
+_OUTCOME_STATUS = {"raised": "crash", "interrupt": "crash", "exit": "crash", "signal": "crash",
+                   "timeout": "hang", "not_called": "hang", "input": "input"}
 
-    if not isinstance(t, torch.Tensor):
-        return None
-    if t.dtype in (torch.bfloat16, torch.float16):
-        t = t.float()
-    return t.detach().cpu().numpy().astype(dtype)
+
+def _host(a, dtype):
+    from equiv.run import Array
+
+    return a.values.astype(dtype) if isinstance(a, Array) else None
+
+
+class _Replay:
+    """The answer the runner recorded, handed back to ``compare`` as a candidate: compare judges
+    it (contract, index, value, poisoning, regression) without calling the candidate again. An
+    abnormal end is raised again with its one-line problem, so compare reports it as it would."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+        self.name = "replay"
+
+    def __call__(self, logits, k):
+        import torch
+
+        from equiv.run import Array
+
+        if not self.outcome.ok:
+            raise _Abnormal(self.outcome.problem or self.outcome.kind)
+
+        def back(v):
+            if not isinstance(v, Array):
+                return v
+            t = torch.from_numpy(np.ascontiguousarray(v.values))
+            return t.to(getattr(torch, v.dtype)).to(logits.device).reshape(v.shape)
+
+        value = self.outcome.value
+        return type(value)(back(v) for v in value) if isinstance(value, (tuple, list)) else back(value)
+
+
+class _Abnormal(RuntimeError):
+    pass
 
 
 def row_faults(x, p, idx, k: int, dtype: str) -> tuple[np.ndarray, object]:
@@ -182,10 +216,10 @@ class Prober:
 
     def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float = 60.0,
                  deadline: float | None = None, max_calls: int = 400):
-        from equiv.candidate import load_candidate
+        from equiv.run import runner_for
 
-        self.candidate = load_candidate(spec)
-        self.spec = self.candidate.spec
+        self.runner = runner_for(spec, device, timeout)
+        self.spec = self.runner.spec if not self.runner.isolated else str(spec)
         self.k, self.device, self.timeout = k, device, timeout
         self.deadline, self.max_calls = deadline, max_calls
         self.calls = 0
@@ -222,29 +256,28 @@ class Prober:
         return obs
 
     def _call(self, inputs, k: int, regression: bool = False) -> Observation:
-        """The one call site: ``equiv.compare`` on the built input, the answer kept for the rows."""
+        """The one call site: the candidate's runner (``equiv.run``: a supervised worker for a
+        user's code) answers once; ``equiv.compare`` judges that answer, replayed in-process."""
         from equiv.compare import compare
+        from equiv.inputs import Recipe
+        from equiv.run import Raw
 
-        box: dict = {}
-        fn = self.candidate.fn
-
-        def recorded(logits, kk):
-            box["out"] = out = fn(logits, kk)
-            return out
-
-        x = inputs.build(self.device)
-        values = x.detach().float().cpu().numpy().copy()       # before the call can touch it
-        recipe = None if isinstance(inputs, RawInput) else inputs
+        x = inputs.build("cpu")
+        values = x.float().numpy().copy()
+        run_input = inputs if isinstance(inputs, Recipe) else Raw.of(x)
         self.calls += 1
         self._shapes.add(tuple(x.shape))
-        result = compare(recorded, x, k, recipe=recipe, name=self.spec, timeout=self.timeout,
+        outcome = self.runner.call(run_input, k, timeout=self.timeout)
+        status = _OUTCOME_STATUS.get(outcome.kind) if not outcome.ok else None
+        self.hung = self.hung or outcome.kind in ("timeout", "not_called")
+        recipe = inputs if isinstance(inputs, Recipe) else None
+        result = compare(_Replay(outcome), x.to(self.device), k, recipe=recipe, name=self.spec,
                          regression=regression)
-        status = _status(result)
-        self.hung = self.hung or status == "hang"
-        out = box.get("out")
+        status = status or _status(result)
         p = idx = faults = ref = None
-        if isinstance(out, (tuple, list)) and len(out) == 2 and status in ("pass", "fail", "oov"):
-            p, idx = _to_array(out[0], np.float64), _to_array(out[1], np.int64)
+        value = outcome.value if outcome.ok else None
+        if isinstance(value, (tuple, list)) and len(value) == 2 and status in ("pass", "fail", "oov"):
+            p, idx = _host(value[0], np.float64), _host(value[1], np.int64)
             if p is not None and idx is not None and p.shape == idx.shape == (x.shape[0], k):
                 faults, ref = row_faults(values, p, idx, k, inputs.dtype)
                 faults = _agree_with(result, faults)
