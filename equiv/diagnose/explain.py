@@ -9,16 +9,20 @@ observation, the fault bits per row that the defect accounts for, and whether it
 contract outcome and for the regression rule:
 
 - contract kinds (hang, crash, input written, output format): the same contract outcome;
-- out-of-vocabulary index: rows with an index outside ``[0, V)`` (of the poisoned kinds it was
-  seen on, when it was seen only on poisoned rows);
+- out-of-vocabulary index: rows with an index outside ``[0, V)`` (poisoned rows only, when it
+  was seen only on poisoned rows);
 - placeholder probability: rows whose topk_p is the constant (value and poisoning faults);
-- wrong index: rows whose index stands in the same relation to the exact one (an offset d, the
-  rank-r token, or any index fault when no relation holds), with their value faults;
+- wrong index: rows whose index stands in the same relation to the exact one (an offset d --
+  which also covers an index pushed past V --, the rank-r token, or any index fault when no
+  relation holds), with their value faults;
 - non-contiguous: by the complement -- the faults that vanish when the same values are contiguous;
 - stale output: by the complement -- another input of the same shape gets the same answer;
-- neighbour rows: by the complement -- the failing row's answer moves when its neighbours change;
-- batch size, shape threshold, dtype, magnitude: inputs past the threshold (B, V, the dtype, the
-  largest finite |logit|), limited to the fault bits seen at the trigger;
+- neighbour rows: by the complement -- the failing row's answer moves when it is answered alone
+  or among other neighbours;
+- batch size, shape threshold, dtype, magnitude: inputs past the threshold (B -- all faults of
+  the rows past it when only those rows failed --, V, the dtype, the largest finite |logit|),
+  limited to the fault bits seen at the trigger (a value fault also covers a healthy row made
+  non-finite beside poison);
 - poison leak / poisoned row made finite: healthy rows beside poisoned ones / poisoned rows.
 The complements cost a call each and are cached by the prober.
 """
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.diagnose.isolate import STATUS_KIND, _rank_relation, answer_ignores_input, neighbours_matter
+from equiv.diagnose.isolate import STATUS_KIND, rank_relation, answer_ignores_input, neighbours_matter
 from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 ALL = OOV | INDEX | VALUE | POISON | LEAK
@@ -93,7 +97,7 @@ def scope_of(finding) -> dict:
         scope["constant"] = finding.facts["constant"]
     elif kind in ("wrong_index", "rank_order"):
         scope["relation"] = (finding.facts.get("relation", ("any",)) if kind == "wrong_index"
-                             else ("order", _rank_relation(t)))
+                             else ("order", rank_relation(t)))
     elif kind == "batch_size":
         rows = t.rows_with(ALL)
         scope["min_batch"] = t.inputs.batch
@@ -200,7 +204,7 @@ def _relation_rows(relation, obs) -> np.ndarray:
             out[rows[ranks == relation[1]]] = True
         return out
     if relation[0] == "order":
-        return ((f & INDEX) != 0) if _rank_relation(obs) == relation[1] else np.zeros(f.shape, dtype=bool)
+        return ((f & INDEX) != 0) if rank_relation(obs) == relation[1] else np.zeros(f.shape, dtype=bool)
     return (f & INDEX) != 0
 
 

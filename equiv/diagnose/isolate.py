@@ -13,16 +13,22 @@ keeping each simplification under which the primary symptom stays unexplained:
 2. ``pad`` -> 0 (same values, contiguous rows);
 3. family -> ``gaussian`` (same seed: a ``poison_mix`` batch keeps its healthy rows bit for bit);
 4. dtype -> float32;
-5. neighbours: the failing row with every other row replaced by a copy of it (same B); an answer
-   that changes says the row depends on the values of its neighbours;
-6. batch: B = 1, else the smallest failing B by bisection;
-7. V: the smallest failing size on a ladder of tile edges;
-8. knobs: shift -> 0, scale -> 1, fewer specials, fewer ties, seed -> 0.
+5. neighbours: the failing row with every other row replaced by a copy of it, by zeros, by
+   constant rows above it (same B; a single row gets one neighbour); an answer that changes says
+   the row depends on the values of its neighbours;
+6. batch: B = 1, else the smallest failing B by bisection (not for the regression rule, which is
+   one number per batch);
+7. V: the smallest failing size on a ladder of tile edges; a V off the 1024-tile whose aligned
+   size passes is a tile edge, a smallest failing V above 33 a threshold, each only if two other
+   seeds agree;
+8. knobs: shift -> 0, scale -> 1, fewer specials, fewer ties, seed -> 0; then B = 1 once more.
 A feature that could not be removed is *necessary*; the passing variant that showed it is kept
-as its complement ("fails with pad = 1, passes with pad = 0 on the same values"). The kind
+as its complement ("fails with pad = 1, passes with pad = 0 on the same values"), re-checked on
+the final trigger. A raw array only varies its padding, dtype, magnitude and neighbours. The kind
 follows ``equiv.diagnose.taxonomy``: a contract symptom names it, else the first necessary
-feature in the order above, else the symptom on the bland input (placeholder probability when
-topk_p stays one constant while the exact probabilities move).
+feature in the order above (magnitude only when the answer overflows: NaN, inf or 0), else the
+symptom on the bland input (placeholder probability when topk_p stays one constant while the
+exact probabilities move).
 """
 from __future__ import annotations
 
@@ -139,7 +145,7 @@ class Isolation:
         kind = self._kind(primary, names, cur)
         if kind in ("placeholder_probability", "value_error"):
             kind = self._placeholder(cur, facts) or kind
-        if kind == "wrong_index" and self.k > 1 and _rank_relation(cur) in ("ascending", "repeated"):
+        if kind == "wrong_index" and self.k > 1 and rank_relation(cur) in ("ascending", "repeated"):
             kind = "rank_order"
         if kind == "wrong_index":
             facts["relation"] = self._relation(cur)
@@ -413,7 +419,7 @@ def same_answer_expected(a, b) -> bool:
             and np.allclose(a.ref.topk_p, b.ref.topk_p, rtol=2.0 ** -13, equal_nan=True))
 
 
-def _rank_relation(obs) -> str:
+def rank_relation(obs) -> str:
     """How a k > 1 answer relates to the exact top-k: 'repeated' (an index twice), 'ascending'
     (the exact probabilities of the returned indices rise along the ranks) or 'other'."""
     if obs.idx is None or obs.k < 2:

@@ -2,10 +2,12 @@
 
 Plan
 ----
-- ``Prober.observe(inputs)`` is the one function of the diagnosis that calls the candidate: it
-  builds the input (an ``equiv.Recipe`` or a ``RawInput``) and runs ``equiv.compare`` on it, so
-  the verdict (pass or fail, its REPRO line, time-out, exception, input check) is compare's own.
-  When the supervised worker (``equiv.run``) carries the call, only this function changes.
+- ``Prober.observe(inputs)`` is the one function of the diagnosis that calls the candidate: the
+  candidate's runner (``equiv.run.runner_for``: a user's code in its supervised worker, our own
+  paths and the zoo in-process) answers the input (an ``equiv.Recipe``, or a ``RawInput`` sent
+  as ``equiv.run.Raw``) once, and ``equiv.compare`` judges that recorded answer (``_Replay``), so
+  the verdict -- pass or fail, REPRO line, contract, time-out, abnormal end, input written -- is
+  compare's own and the candidate is not called twice.
 - The diagnosis needs more than compare's verdict: *which rows* fail and *how*, so that a
   failure can be explained by a defect already found. ``Observation.faults`` holds one bit set
   per row, read from the returned arrays with the reference's own primitives (tie set,
