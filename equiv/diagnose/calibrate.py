@@ -13,7 +13,7 @@ Plan
   budget on the CPU, in this process, so a stateful candidate keeps its state as in ``equiv
   gate``) or the mini gate, then the diagnosis, and returns one ``Row`` each: kinds expected and
   found, trigger, the gate's and the diagnosis's wall time.
-- ``python -m equiv.diagnose.calibrate [NAME ...] [--mini]`` prints the table of
+- ``python -m equiv.diagnose.calibrate [NAME ...] [--mini] [--device=cuda]`` prints the table of
   docs/diagnosis.md (mutant -> kinds found -> trigger) and exits 1 on any mismatch.
 """
 from __future__ import annotations
@@ -156,12 +156,13 @@ def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     gate = "--mini" not in argv
+    device = next((a.split("=", 1)[1] for a in argv if a.startswith("--device=")), "cpu")
     names = [a for a in argv if not a.startswith("--")] or list(EXPECTED_KINDS)
     print("| candidate | defects found | as expected | trigger | failing checks | gate s | diagnosis s |")
     print("|---|---|---|---|---|---|---|")
     rows = []
     for name in names:
-        row = calibrate([name], gate=gate)[0]
+        row = calibrate([name], gate=gate, device=device)[0]
         rows.append(row)
         print(row.line(), flush=True)
     bad = [r.name for r in rows if not r.ok]

@@ -142,6 +142,11 @@ def defect_of(suspect, prober):
                   repro=_repro(f, prober.spec, prober.k, device), affects=affects)
 
 
+def _some(names, shown: int = 8) -> str:
+    more = f", +{len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def console_block(diagnosis) -> str:
     n = len(diagnosis.defects)
     lines = [f"{n} defect{'s' if n != 1 else ''} (diagnosis: {diagnosis.calls} calls, "
@@ -150,7 +155,7 @@ def console_block(diagnosis) -> str:
         lines += [f"  [{i}] {d.title} ({d.kind}, changes {d.affects}): {d.explanation}",
                   f"      trigger:  {d.trigger}",
                   f"      evidence: {d.evidence}",
-                  f"      explains: {', '.join(d.checks)}",
+                  f"      explains: {_some(d.checks)}",
                   f"      {d.repro}"]
     if diagnosis.unexplained:
         lines.append(f"  failing checks no defect explains: {', '.join(diagnosis.unexplained)}")
