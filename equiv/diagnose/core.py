@@ -247,6 +247,10 @@ class _Work:
             return self._mtp(check)
         if abnormal_kind(check) is not None:
             return self._unrun(check)
+        known = self._contract_known(check)
+        if known is not None:                    # the same contract break, already isolated
+            known.checks.append(check.name)
+            return
         inputs = sources.inputs_of(check)
         failing = [o for o in (self._observe(i) for i in inputs[:2]) if not o.passed]
         prop = sources.property_name(check)
@@ -264,6 +268,15 @@ class _Work:
         if not self.attribute(check.name, failing) or not settled:
             (self.not_diagnosed if self.prober.exhausted else self.unexplained).append(check.name)
 
+    def _contract_known(self, check):
+        """A defect of a contract kind already isolated whose break the check's detail names
+        (compare's own wording): the check is that defect without another call."""
+        detail = check.detail or ""
+        for s in self.suspects:
+            if any(p in detail for p in _CONTRACT_WORDING.get(s.kind, ())):
+                return s
+        return None
+
     def _observe(self, inputs):
         """A check's input; judged under the regression rule too only if it passes without."""
         obs = self.prober.observe(inputs)
@@ -277,7 +290,7 @@ class _Work:
         prop = sources.property_name(check)
         if prop == "repeated_calls" or need:
             first = self.prober.observe(recipe)
-            found = Isolation(self.prober, self.residual, self.k)._stale(first, "regression")
+            found = Isolation(self.prober, self.residual, self.k).stale(first, "regression")
             if found is not None:
                 self.add(found)
                 return [found.trigger]
@@ -343,6 +356,12 @@ class _Unrun:
     faults: object = None
     status: str = "hang"
 
+
+# How compare words a contract break of each contract kind (a shortcut for checks of a kind
+# already isolated; an index out of range is not one: it is read per row).
+_CONTRACT_WORDING = {"input_write": ("modified its input", "wrote past", "in place"),
+                     "output_format": ("has shape", "has dtype", "expected a tuple", "expected a torch.Tensor"),
+                     "crash": ("raised ",)}
 
 # How equiv.run words the ends of a call that stop a worker (see equiv.run.outcome), and the
 # properties stage's own time-out: the first matching phrase names the kind.

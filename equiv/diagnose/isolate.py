@@ -108,7 +108,7 @@ class Isolation:
             return Finding(self._kind(primary, {}, obs), primary, obs)
         cur, necessary, facts = obs, [], {}
         if not isinstance(cur.inputs, RawInput):
-            stale = self._stale(cur, primary)
+            stale = self.stale(cur, primary)
             if stale is not None:
                 return stale
         for feature, variant in self._simplifications(cur.inputs):
@@ -256,7 +256,7 @@ class Isolation:
         rows = np.flatnonzero(self.residual(cur).rows) if cur.faults is not None else []
         return neighbours_matter(self.prober, cur, rows)
 
-    def _stale(self, cur, primary):
+    def stale(self, cur, primary):
         """Does the answer follow the input? Another seed at the same shape must change it; if it
         does not, a fresh shape confirms: right at the first call, the first's answer at the second."""
         r = cur.inputs
