@@ -47,14 +47,15 @@ def test_check_prints_the_defect_first(capsys):
     assert rc == 1 and [d["kind"] for d in doc["defects"]] == ["non_contiguous"] and doc["checks"]
 
 
-def test_report_diagnoses_each_failing_path(capsys, monkeypatch):
-    import sys
+def test_report_diagnoses_each_failing_path():
+    from equiv.diagnose.attach import for_report, with_defects
+    from equiv.report import render, report_rows
 
-    from equiv.commands import report
-
-    monkeypatch.setattr(report._Progress.__init__, "__defaults__", (sys.stderr,))
-    main(["report", "--paths", "hardcoded_one,softmax_topk", "--dtype", "float32", "--families",
-               "gaussian,poison_mix", "--vocab", "1000", "--batch", "6", "--device", "cpu", "--format", "json"])
-    doc = json.loads(capsys.readouterr().out)
+    report = report_rows(["hardcoded_one", "softmax_topk"], ["float32"], ["gaussian", "poison_mix"], vocab=1000,
+                         batch=6, seed=0, k=1, device="cpu")
+    diagnoses = for_report(report, timeout=None, elapsed_s=1.0)
+    assert list(diagnoses) == ["hardcoded_one"]
+    doc = json.loads(with_defects(render(report, "json"), "json", diagnoses))
     assert [d["kind"] for d in doc["defects"]["hardcoded_one"]] == ["placeholder_probability"]
-    assert "softmax_topk" not in doc["defects"]
+    table = with_defects(render(report, "table"), "table", diagnoses)
+    assert table.startswith("hardcoded_one: 1 defect")
