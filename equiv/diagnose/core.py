@@ -14,6 +14,9 @@ Plan
    its own is re-run through its relation's follow-up input (the poisoned batch, a row subset,
    reversed columns, a shifted copy, a second call of the same shape). The check is listed under
    every defect that explains part of it. A defect of a kind already found is merged into it.
+   A check whose only fault is a value at most ``EDGE`` times over the table, where the candidate
+   still meets the regression rule against softmax_topk on that input, is listed at the
+   tolerance's edge (the table, not the candidate, is at issue) rather than isolated.
 4. Consolidate: a defect whose own trigger the other defects explain is folded into them; a
    defect that explains no failing check is dropped (it is not what failed this run).
 5. The deadline (a share of the gate's own wall time) stops new calls; what is left is listed
@@ -35,6 +38,7 @@ from equiv.diagnose.probe import INDEX, OOV, VALUE, Prober
 from equiv.diagnose import sources
 
 BLAND = "gaussian:seed=0,batch=4,vocab=1000,dtype={dtype}"
+EDGE = 1.25                  # a value failure within 25% over the table may be the table's own edge
 _RELATION_FIRST = ("poison_never_leaks", "row_independence", "vocab_permutation", "shift_invariance")
 
 
@@ -65,12 +69,14 @@ class Diagnosis:
     candidate: str
     defects: tuple = ()
     unexplained: tuple = ()          # failing checks no defect accounts for
+    tolerance_edge: tuple = ()       # failing checks no worse than softmax_topk on the same input
     not_diagnosed: tuple = ()        # failing checks left when the deadline passed
     calls: int = 0
     duration_s: float = 0.0
 
     def to_json(self) -> dict:
         return {"defects": [d.to_json() for d in self.defects], "unexplained": list(self.unexplained),
+                "tolerance_edge": list(self.tolerance_edge),
                 "not_diagnosed": list(self.not_diagnosed), "calls": self.calls,
                 "duration_s": round(self.duration_s, 3)}
 
@@ -144,6 +150,7 @@ class _Work:
         self.prober, self.k = prober, k
         self.suspects: list[_Suspect] = []
         self.unexplained: list[str] = []
+        self.tolerance_edge: list[str] = []
         self.not_diagnosed: list[str] = []
         self._explained: dict = {}
         self.alone_passing: list = []                # checks whose inputs pass when re-run alone
@@ -260,6 +267,9 @@ class _Work:
             _trace(check.name, "no failing input found from", [str(i) for i in inputs])
             self.alone_passing.append((check, bool(inputs)))
             return
+        if all(self._at_tolerance_edge(o) for o in failing):
+            self.tolerance_edge.append(check.name)
+            return
         if not self.deferring and all(self.residual(o).primary() == "regression" for o in failing):
             self.regression_only.append(check)    # after the rest: a row-level defect may explain it
             return
@@ -276,6 +286,22 @@ class _Work:
             if any(p in detail for p in _CONTRACT_WORDING.get(s.kind, ())):
                 return s
         return None
+
+    def _at_tolerance_edge(self, obs) -> bool:
+        """Only values off, by at most ``EDGE`` times the table's relative allowance, and within
+        the regression rule of softmax_topk on the same input: the baseline errs about as much, so
+        the tolerance table -- not the candidate -- is at issue."""
+        from equiv.tolerance import tolerance_for
+
+        if obs.faults is None or obs.status != "fail" or (obs.faults & ~VALUE).any():
+            return False
+        if not self.residual(obs).rows.any():
+            return False                         # a known defect explains it
+        if obs.result.max_rel_err > EDGE * tolerance_for(obs.inputs.dtype).rtol:
+            return False
+        judged = self.prober.observe(obs.inputs, regression=True)
+        reg = judged.result.check("regression")
+        return reg.ran and reg.passed and "not comparable" not in reg.detail
 
     def _observe(self, inputs):
         """A check's input; judged under the regression rule too only if it passes without."""
@@ -409,6 +435,7 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
     work.consolidate()
     defects = tuple(defect_of(s, prober) for s in sorted(work.suspects, key=_report_order))
     return Diagnosis(prober.spec, defects, tuple(dict.fromkeys(work.unexplained)),
+                     tuple(dict.fromkeys(work.tolerance_edge)),
                      tuple(dict.fromkeys(work.not_diagnosed)), prober.calls, time.perf_counter() - t0)
 
 

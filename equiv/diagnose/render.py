@@ -159,6 +159,9 @@ def console_block(diagnosis) -> str:
                   f"      {d.repro}"]
     if diagnosis.unexplained:
         lines.append(f"  failing checks no defect explains: {', '.join(diagnosis.unexplained)}")
+    if diagnosis.tolerance_edge:
+        lines.append(f"  failing checks at the tolerance's edge (values off, but no worse than softmax_topk "
+                     f"on the same input): {', '.join(diagnosis.tolerance_edge)}")
     if diagnosis.not_diagnosed:
         lines.append(f"  not diagnosed (time budget spent): {', '.join(diagnosis.not_diagnosed)}")
     return "\n".join(lines)
