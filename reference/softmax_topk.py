@@ -19,8 +19,8 @@ Plan
 4. Order the row by (probability descending, index ascending): the first k are the canonical
    answer, ties broken by the lowest index.
 5. Tie sets are answered on demand from the stored float64 row, never materialised for the whole
-   batch: an index j may stand at rank r when ``|p_j - p_(r)| <= tie_rtol * p_(r)``; with
-   ``tie_rtol = 0`` these are the exact ties of the input.
+   batch: an index j may stand at rank r when ``|p_j - p_(r)| <= tie_rtol * p_(r) + tie_atol``;
+   with both 0 these are the exact ties of the input.
 
 The result keeps a reference to the input rows (no copy) so that the exact probability of any
 index a path returned can be looked up afterwards (``prob_of``).
@@ -138,24 +138,26 @@ class ReferenceResult:
                 out[b, ok] = (x == np.inf).astype(np.float64)
         return out
 
-    def tie_set(self, row: int, rank: int, tie_rtol: float = 0.0) -> np.ndarray:
+    def tie_set(self, row: int, rank: int, tie_rtol: float = 0.0, tie_atol: float = 0.0) -> np.ndarray:
         """Every index that may legally stand at ``rank`` of ``row``, ascending.
 
-        Exact ties of the input, plus near-ties within ``tie_rtol`` (relative) of the exact
-        probability at that rank. A poisoned row admits any index (its value is what is judged)."""
+        Exact ties of the input, plus near-ties within ``tie_rtol * p + tie_atol`` of the exact
+        probability ``p`` at that rank (``tie_atol``: the output format's underflow, below which
+        every probability rounds to 0). A poisoned row admits any index (its value is what is
+        judged)."""
         if self.kind[row] != HEALTHY:
             return np.arange(self.vocab, dtype=np.int64)
         p = self.row_probs(row)
         target = self.topk_p[row, rank]
-        return np.flatnonzero(np.abs(p - target) <= tie_rtol * target).astype(np.int64)
+        return np.flatnonzero(np.abs(p - target) <= tie_rtol * target + tie_atol).astype(np.int64)
 
-    def in_tie_set(self, indices: np.ndarray, tie_rtol: float = 0.0) -> np.ndarray:
+    def in_tie_set(self, indices: np.ndarray, tie_rtol: float = 0.0, tie_atol: float = 0.0) -> np.ndarray:
         """``[B, k]`` bool: is ``indices[b, r]`` in the tie set of rank r of row b.
 
         Equivalent to membership in ``tie_set`` but computed from ``prob_of`` (no sets built)."""
         p = self.prob_of(indices)
         target = self.topk_p[:, : indices.shape[1]]
-        ok = np.abs(p - target) <= tie_rtol * target
+        ok = np.abs(p - target) <= tie_rtol * target + tie_atol
         ok[self.poisoned] = True
         in_range = (np.asarray(indices) >= 0) & (np.asarray(indices) < self.vocab)
         return ok & in_range
