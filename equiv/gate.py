@@ -158,10 +158,14 @@ def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed
 
 
 def tolerance_checks(spec: str, *, k: int, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float) -> list[GateCheck]:
-    """``compare`` on every input family x dtype; the first failing recipe is the counterexample."""
+                     vocab: int, timeout: float, plan=None) -> list[GateCheck]:
+    """``compare`` on every input family x dtype; the first failing recipe is the counterexample.
+
+    ``plan`` (an ``equiv.coverage.TolerancePlan``) gives each check its shapes; without one,
+    every check runs ``[batch, vocab]``."""
     from equiv.candidate import load_candidate
     from equiv.compare import compare
+    from equiv.coverage import Shape
     from equiv.inputs import FAMILIES, Recipe
 
     cand = load_candidate(spec)
@@ -175,15 +179,19 @@ def tolerance_checks(spec: str, *, k: int, device: str, dtypes, batch: int, seed
                 continue
             t0 = time.perf_counter()
             worst = None
-            for s in range(seed, seed + seeds):
-                recipe = Recipe(family=family, seed=s, batch=batch, vocab=vocab, dtype=dtype)
+            shapes = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
+            runs = [(s, shape) for s in range(seed, seed + seeds) for shape in shapes]
+            for s, shape in runs:
+                recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=shape.vocab,
+                                dtype=dtype, pad=shape.pad)
                 res = compare(cand, recipe.build(device), k=k, recipe=recipe, name=spec, timeout=timeout)
                 if not res.passed:
                     worst = res
                     break
             dt = time.perf_counter() - t0
             if worst is None:
-                checks.append(GateCheck(name, True, f"{seeds} recipe(s) within tolerance", duration_s=dt))
+                checks.append(GateCheck(name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                        f"{', '.join(map(str, shapes))}", duration_s=dt))
                 continue
             failed = worst.failed_checks
             detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)[:400]
@@ -253,8 +261,12 @@ def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget
         checks += got
         counts["properties"] = (sum(c.passed for c in got), len(got))
     if "tolerance" in stages:
+        from equiv.coverage import tolerance_plan
+        from equiv.inputs import FAMILIES
+
         got = tolerance_checks(spec, k=k, device=device, dtypes=dtypes, batch=plan["batch"],
-                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout)
+                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                               plan=tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab))
         checks += got
         counts["tolerance"] = (sum(c.passed for c in got), len(got))
     if "mtp" in stages and k == 1:
