@@ -49,5 +49,5 @@ def test_raw_arrays(subject, suite):
         x = suite.tensor(logits, dtype)
         suite.expect_equivalent(x, raw=logits, what="the raw array")
 
-    suite.run(raw_arrays, weight=2.0, logits=raw_logits(max_vocab=vocab, min_vocab=suite.k),
+    suite.run(raw_arrays, weight=2.0, logits=raw_logits(max_vocab=vocab, min_vocab=suite.k, dtypes=suite.dtypes),
               dtype=st.sampled_from(suite.dtypes))
