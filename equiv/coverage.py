@@ -69,6 +69,9 @@ class TolerancePlan:
     seed: int
     checks: tuple                        # ((family, dtype), (Shape, ...)), ...
 
+    def __contains__(self, check) -> bool:
+        return any(c == check for c, _ in self.checks)
+
     def shapes_for(self, family: str, dtype: str) -> tuple:
         return dict(self.checks)[(family, dtype)]
 
