@@ -109,6 +109,23 @@ class ComparisonResult:
     __str__ = summary
 
 
+# The contract a path is judged by, as ``equiv paths`` and the README state it; ``_contract``
+# enforces the first three lines, the stages after it the rest.
+CONTRACT = (
+    "fn(logits, k) -> (topk_p, topk_index), k >= 1 and k <= V",
+    "logits: [B, V] float32, bfloat16 or float16, on any device; rows may be strided (row stride "
+    "> V); fn must not modify them",
+    "topk_p: [B, k] float32, float64 or the input dtype, on the input's device, any strides: the "
+    "softmax probability of each returned index, non-increasing across ranks (a float64 topk_p is "
+    "judged in float32 ULPs)",
+    "topk_index: [B, k] int64, on the input's device, any strides: every entry in [0, V), distinct "
+    "within a row; at a tie any index of the tie set (exact ties, near-ties within rtol, "
+    "probabilities under half the output format's smallest subnormal)",
+    "poisoned rows (holding NaN or +inf, or all -inf): topk_p NaN, or for a single +inf the limit 1.0 at "
+    "its index; healthy rows of the batch unaffected",
+)
+
+
 def _fmt_rows(n: int, total: int, what: str = "rows") -> str:
     pct = 100.0 * n / total if total else 0.0
     return f"{n} / {total} {what} ({pct:.1f}%)"

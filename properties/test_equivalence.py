@@ -6,7 +6,8 @@ Test plan
   Zipf, dominant token, near-uniform, exact ties at the max, 1-ULP near-ties, -inf padding,
   huge magnitudes, subnormals, bfloat16-quantized, rows at very different heights), V from the
   tile edges up to 129280, B not a power of two, non-contiguous rows (``pad``), every dtype of
-  the run. All five checks of ``compare`` must pass: contract, index in the tie set, value
+  the run; first, whatever the budget, the coverage shapes of ``strategies.COVERAGE_SHAPES``
+  (1024 rows, 65 rows, 8 padded rows at V = 129280). All five checks of ``compare`` must pass: contract, index in the tie set, value
   within the tolerance table, poisoning, and the regression rule against ``softmax_topk``.
 - ``poisoned_batches``: ``poison_mix`` batches (NaN, +inf, two +inf, all -inf rows among healthy
   ones): poisoned rows give NaN (or the 1.0 limit for one +inf), healthy rows stay correct.
@@ -32,7 +33,8 @@ def test_equivalence(subject, suite):
     def equivalence(recipe):
         suite.expect_equivalent(suite.build(recipe), recipe=recipe, what=f"recipe {recipe}")
 
-    suite.run(equivalence, weight=1.0, recipe=suite.recipes(EQUIVALENCE_FAMILIES))
+    suite.run(equivalence, weight=1.0, recipe=suite.recipes(EQUIVALENCE_FAMILIES),
+              examples=[{"recipe": r} for r in suite.coverage_recipes()])
 
 
 def test_poisoned_batches(subject, suite):

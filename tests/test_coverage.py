@@ -10,6 +10,7 @@ or V > 32000 with B > 4: the gate's former single shape [4, V] passes all three 
 plan's shapes fail each.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -121,3 +122,26 @@ def test_a_correct_candidate_passes_the_plan_and_the_verdict_names_the_shapes():
     checks = tolerance_checks(f"{DODGERS}:transposed_outputs", k=1, device="cpu", dtypes=("float32",),
                               batch=4, seeds=1, seed=0, vocab=32001, timeout=60.0, plan=SMALL_PLAN)
     assert checks[0].passed and "[9, 32001], [65, 1025] pad 7" in checks[0].detail
+
+
+@pytest.mark.parametrize("fn", ["value_error_past_33_rows", "runner_up_on_odd_rows", "value_error_large_vocab"])
+def test_the_quick_property_suite_catches_each_dodger(fn):
+    from equiv.properties.killing import _first_failure, run_suite
+
+    report = run_suite(f"{DODGERS}:{fn}", budget="quick", extra=["-k", "test_equivalence"])
+    failed = _first_failure(report)
+    assert failed is not None and failed["property"] == "equivalence", report["tests"]
+    failed_checks = re.search(r"differs from the reference \(([^)]*)\)", failed["message"]).group(1)
+    assert failed_checks in ("value, regression", "index", "value")
+
+
+def test_coverage_recipes_reach_the_dodged_shapes_within_the_budget():
+    from equiv.properties.strategies import MAX_ELEMENTS, coverage_recipes
+
+    full = coverage_recipes(("float32", "bfloat16"))
+    assert len(full) == 6 and {r.dtype for r in full} == {"float32", "bfloat16"}
+    assert any(r.batch >= 64 and r.batch % 2 for r in full) and any(r.batch == 1024 for r in full)
+    assert any(r.batch > 4 and r.vocab > 32000 and r.pad for r in full)
+    assert all(r.batch * r.vocab <= MAX_ELEMENTS for r in full)
+    slow = coverage_recipes(("float32",), max_vocab=32000, max_batch=9, min_vocab=4)
+    assert all(r.batch <= 9 and 4 <= r.vocab <= 32000 for r in slow)
