@@ -4,9 +4,9 @@ Plan (each stage reports a ``CheckResult`` of the same shape: what differs, wher
 what was allowed)
 1. ``contract``: the call returns two tensors, ``topk_p [B, k]`` floating (float32, float64 or
    the input dtype; any strides), ``topk_index [B, k]`` int64, on the input's device, every index
-   in ``[0, V)`` on every row, and leaves its input logits unchanged. A call that raises (or outlives ``timeout``) is a failed
-   contract check carrying the traceback, never a crash. If the contract
-   fails, the later stages are reported as not run.
+   in ``[0, V)`` on every row, and leaves its input logits unchanged. A call that raises (or
+   outlives ``timeout``) is a failed contract check carrying the traceback, never a crash. If the
+   contract fails, the later stages are reported as not run.
    Stages 2-5 need the float64 reference, so on a large batch they judge the rows that
    ``equiv.coverage.judged_rows`` picks (``rows=``: all rows up to 2**24 elements, else the
    first, the last, the power-of-two edges 31-33 ... 255-257 and 32 rows drawn with the recipe's
@@ -121,8 +121,8 @@ CONTRACT = (
     "topk_index: [B, k] int64, on the input's device, any strides: every entry in [0, V), distinct "
     "within a row; at a tie any index of the tie set (exact ties, near-ties within rtol, "
     "probabilities under half the output format's smallest subnormal)",
-    "poisoned rows (holding NaN or +inf, or all -inf): topk_p NaN, or for a single +inf the limit 1.0 at "
-    "its index; healthy rows of the batch unaffected",
+    "poisoned rows (holding NaN or +inf, or all -inf): topk_p NaN, or for a single +inf the limit "
+    "1.0 at its index; healthy rows of the batch unaffected",
 )
 
 
@@ -282,8 +282,9 @@ def _poison_check(ref, p, idx, tol, row_ids) -> CheckResult:
         leaked = healthy[~np.isfinite(p[healthy]).all(axis=1)]
         leaks = int(leaked.size)
         if leaks:
-            problems.append((int(row_ids[leaked[0]]), f"{leaks} healthy rows beside poisoned ones "
-                             f"returned non-finite topk_p, first row {row_ids[leaked[0]]}: {p[leaked[0]].tolist()}"))
+            first = int(row_ids[leaked[0]])
+            problems.append((first, f"{leaks} healthy rows beside poisoned ones returned non-finite "
+                                    f"topk_p, first row {first}: {p[leaked[0]].tolist()}"))
     if not problems:
         detail = f"all {n} poisoned rows NaN or at the limit" if n else "no poisoned rows"
         return CheckResult("poisoning", True, detail, total=n)
