@@ -28,10 +28,11 @@ from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
     # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget
+    # shape_elements: the coverage plan's largest B x V (2**25: [1024, 32000]; 2**28: [1024, 151936])
     "quick": {"dtypes": ("float32", "bfloat16"), "batch": 4, "seeds": 1, "mtp_timeout": 300,
-              "properties_timeout": 300},
+              "properties_timeout": 300, "shape_elements": 2 ** 25},
     "full": {"dtypes": ("float32", "bfloat16", "float16"), "batch": 16, "seeds": 3, "mtp_timeout": 3600,
-             "properties_timeout": 3600},
+             "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 
 
@@ -268,7 +269,8 @@ def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget
 
         got = tolerance_checks(spec, k=k, device=device, dtypes=dtypes, batch=plan["batch"],
                                seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
-                               plan=tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab))
+                               plan=tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                                   max_shape_elements=plan["shape_elements"]))
         checks += got
         counts["tolerance"] = (sum(c.passed for c in got), len(got))
     if "mtp" in stages and k == 1:
