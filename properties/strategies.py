@@ -68,8 +68,9 @@ def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
 @st.composite
 def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, min_vocab: int = 1,
             max_batch: int = 1024, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
-            pad: bool = True):
-    """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case."""
+            pad: bool = True, huge_shifts: bool = True):
+    """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
+    (``huge_shifts=False``: no shift at the dtype's range, for relations that clip to a grid)."""
     from equiv.inputs import Recipe
 
     family = draw(st.sampled_from(tuple(families)))
@@ -82,7 +83,8 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
     # Every knob is drawn for every family, so that examples of all families have the same
     # shape: Hypothesis orders examples by length first, and a family that drew fewer knobs
     # would look "simpler" than gaussian and stop the shrinker. Unused knobs keep the default.
-    drawn = {"shift": draw(st.sampled_from(SHIFTS + HUGE_SHIFTS[knobs["dtype"]])),
+    shifts = SHIFTS + (HUGE_SHIFTS[knobs["dtype"]] if huge_shifts else ())
+    drawn = {"shift": draw(st.sampled_from(shifts)),
              "ties": min(draw(st.integers(2, 9) | st.sampled_from((33, 1025))), max(vocab, 2)),
              "position": draw(st.sampled_from(POSITIONS)),
              "specials": draw(st.integers(0, 6)),
