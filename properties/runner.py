@@ -214,9 +214,8 @@ class Suite:
         return (f"REPRO: HYPOTHESIS_PROFILE={settings.get_current_profile_name()} "
                 f"python -m pytest {' '.join(args)} -p no:cacheprovider")
 
-    def run(self, check, *, weight: float = 1.0, examples=(), **strategies) -> None:
-        """Run ``check(**drawn)`` under Hypothesis with this subject's budget (module docstring);
-        ``examples`` (keyword dicts) run first, as explicit examples, under every budget."""
+    def run(self, check, *, weight: float = 1.0, **strategies) -> None:
+        """Run ``check(**drawn)`` under Hypothesis with this subject's budget (module docstring)."""
         from hypothesis import example, given, seed as with_seed, settings
 
         counts = {"examples": 0, "first_failure": None}
@@ -233,8 +232,6 @@ class Suite:
 
         test = given(**strategies)(settings(max_examples=self.examples(weight),
                                             report_multiple_bugs=False)(counted))
-        for explicit in reversed(list(examples)):
-            test = example(**explicit)(test)
         known = None if self.subject.explicit else KNOWN_FAILURES.get((self.subject.name, self.property))
         if known is not None:                    # the ledger's witness proves the failure first
             test = example(**known.example())(test)

@@ -17,8 +17,8 @@ Plan
   and underflow thresholds), float16's range and the whole range of the widest dtype asked
   (``MAX_RAW_MAGNITUDE``): shrinking reaches single values. Values beyond a narrower dtype's
   max become +-inf when the array is cast into it, as they would in an engine.
-- ``coverage_recipes(dtypes)``: the large shapes the equivalence property judges as explicit
-  examples before any drawn one (``COVERAGE_SHAPES``), so no budget or seed skips them.
+- ``coverage_recipes(dtypes)``: the large shapes the equivalence property judges after its drawn
+  examples (``COVERAGE_SHAPES``), so no budget or seed skips them.
 - ``exact_shifts(dtype)`` and ``permutations()`` draw the follow-up inputs of the metamorphic
   relations (see ``equiv.properties.relations``).
 Costs are bounded by ``max_elements`` (B * V): a full-size example is a few rows.
@@ -97,7 +97,7 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
     return Recipe(family=family, vocab=vocab, batch=batch, **knobs)
 
 
-# Shapes every run of the equivalence property judges first, whatever the budget and the seed
+# Shapes every run of the equivalence property judges, whatever the budget and the seed
 # (random draws at the quick budget's few examples may miss them): 1024 rows, 65 rows (odd rows
 # past 64) at a mid vocabulary, and 8 padded rows of the real vocabulary (B > 4 at V > 32000).
 COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian", 8, 129280, 7))
