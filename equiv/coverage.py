@@ -39,7 +39,8 @@ import numpy as np
 
 from equiv.validation import check_int
 
-REAL_VOCABS = (129280, 151936, 151666, 128256, 32000)   # DeepSeek-V3, Qwen2, Qwen2 (tokens), Llama-3, Llama-2
+# DeepSeek-V3/V3.2, Qwen2 (embedding rows), a Qwen tokenizer's size, Llama-3, Llama-2
+REAL_VOCABS = (129280, 151936, 151666, 128256, 32000)
 SMALL_BATCHES = (1, 2, 3, 7, 8, 9, 31, 32, 33)
 LARGE_BATCHES = (63, 64, 65, 127, 128, 129, 255, 256, 257, 1024)
 EDGE_BATCHES = SMALL_BATCHES + LARGE_BATCHES
