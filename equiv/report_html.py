@@ -57,17 +57,22 @@ def figure_png(fig, max_width: int = PAGE_WIDTH_PX) -> bytes:
     plt = pyplot()
     dpi = DPI
     try:
-        for _ in range(3):
+        for _ in range(5):
             buf = io.BytesIO()
             fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
             data = buf.getvalue()
             width = png_size(data)[0]
             if width <= max_width:
                 return data
-            dpi = int(dpi * (max_width - 2) / width)
-        raise RuntimeError(f"figure is {width} px wide after 3 tries at fitting {max_width} px")
+            dpi = int(dpi * 0.97 * max_width / width)   # text does not shrink quite linearly
+        raise RuntimeError(f"figure is {width} px wide after 5 tries at fitting {max_width} px")
     finally:
         plt.close(fig)
+
+
+def short_label(name: str, limit: int = 36) -> str:
+    """A legend label no longer than ``limit``: a long candidate spec keeps its end (file:function)."""
+    return name if len(name) <= limit else "..." + name[-(limit - 3):]
 
 
 def b64(data: bytes) -> str:
@@ -75,7 +80,12 @@ def b64(data: bytes) -> str:
 
 
 def error_histogram(report, dtype: str) -> bytes:
-    """PNG: the largest relative error of each healthy row in ``dtype``, one line per path."""
+    """PNG of ``error_figure``."""
+    return figure_png(error_figure(report, dtype))
+
+
+def error_figure(report, dtype: str):
+    """The largest relative error of each healthy row in ``dtype``, one line per path, and rtol."""
     from equiv.tolerance import TOLERANCES
 
     plt = pyplot()
@@ -94,8 +104,8 @@ def error_histogram(report, dtype: str) -> bytes:
         zeros, off = int((v == 0).sum()), int((~np.isfinite(v)).sum())
         extra = ", ".join(s for s in (f"{zeros} exact" if zeros else "",
                                       f"{off} non-finite" if off else "") if s)
-        label = (f"{path} ({v.size} rows{', ' + extra if extra else ''})" if v.size else
-                 f"{path} (no row measured: see the failing cases)")
+        label = short_label(path) + (f" ({v.size} rows{', ' + extra if extra else ''})" if v.size
+                                     else " (no row measured)")
         ax.hist(np.clip(np.nan_to_num(v, nan=hi, posinf=hi), lo, hi), bins=bins, histtype="step",
                 linewidth=1.6, label=label)
     ax.axvline(rtol, color="crimson", linestyle="--", linewidth=1.4, label=f"rtol {rtol:.3g} (allowed)")
@@ -107,7 +117,7 @@ def error_histogram(report, dtype: str) -> bytes:
                   "exact rows at the left edge")
     ax.set_ylabel("rows")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    return figure_png(fig)
+    return fig
 
 
 def cut(items, limit: int = LIST_LIMIT) -> tuple[list, int]:
@@ -135,6 +145,7 @@ def format_html(report, mtp_results=None) -> str:
     from equiv.tolerance import TOLERANCES
 
     dtypes = list(dict.fromkeys(r.dtype for r in report.rows))
+    families, more_families = cut(dict.fromkeys(r.family for r in report.rows))
     failures, more_failures = cut(report.failures)
     mtp = None
     if mtp_results:
@@ -146,7 +157,7 @@ def format_html(report, mtp_results=None) -> str:
     page = _environment().get_template("report.html.j2").render(
         report=report, passed=report.passed,
         failing_required=[s for s in report.summary if s.required and not s.passed],
-        families=list(dict.fromkeys(r.family for r in report.rows)),
+        families=families, more_families=more_families,
         provenance=report.provenance.items() if report.provenance else [],
         summary_head=SUMMARY_HEAD, summary=[(s, summary_cells(s)) for s in report.summary],
         histograms=[(d, TOLERANCES[d].rtol, b64(error_histogram(report, d))) for d in dtypes],

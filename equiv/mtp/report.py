@@ -80,7 +80,7 @@ def summary_line(run) -> str:
 def acceptance_png(records, title: str | None = None) -> bytes | None:
     """PNG of accepted-count histograms from record dicts (``to_json``), one panel per consumer,
     two panels a row so that the image fits a 1400 px page; None when no record has a histogram."""
-    from equiv.report_html import figure_png, pyplot
+    from equiv.report_html import figure_png, pyplot, short_label
 
     records = [r for r in records if r.get("histogram")]
     if not records:
@@ -100,7 +100,7 @@ def acceptance_png(records, title: str | None = None) -> bytes | None:
             h = r["histogram"]
             total = sum(h) or 1
             ax.bar([a + (i - (len(paths) - 1) / 2) * width for a in range(len(h))],
-                   [c / total for c in h], width, label=f"{p} ({_fmt(r.get('accept_length'), '.2f')})")
+                   [c / total for c in h], width, label=f"{short_label(p)} ({_fmt(r.get('accept_length'), '.2f')})")
         ax.set_title(consumer, fontsize=10)
         ax.set_xlabel("accepted drafts per verify")
         ax.set_ylabel("share of verify rounds")
