@@ -158,7 +158,8 @@ def test_images_fit_a_1400px_page(page, small_report):
     full = render(small_report, "html", mtp)
     widths = [png_size(img)[0] for img in _images(full)]
     assert len(widths) == 3 and max(widths) <= PAGE_WIDTH_PX and "MTP acceptance" in full
-    assert png_size(acceptance_png(mtp, "a title"))[0] <= PAGE_WIDTH_PX
+    width, height = png_size(acceptance_png(mtp, "a title"))
+    assert width <= PAGE_WIDTH_PX and height > width / 2            # 2 x 2 panels, not 4 shrunk in a row
     fig, ax = pyplot().subplots(figsize=(30, 3))                           # 3300 px at 110 dpi
     ax.set_title("x" * 400)
     assert png_size(figure_png(fig))[0] <= PAGE_WIDTH_PX
