@@ -46,13 +46,13 @@ class Provenance:
     @property
     def commit_text(self) -> str:
         if self.git_commit is None:
-            return "no git checkout"
-        return self.git_commit[:12] + (" (modified)" if self.git_modified else "")
+            return "not run from a git checkout"
+        return "commit " + self.git_commit[:12] + (" (modified)" if self.git_modified else "")
 
     def items(self) -> list[tuple[str, str]]:
         """(label, value) pairs in reading order: what every format prints."""
         libs = ", ".join(f"{n} {v or 'not installed'}" for n, v in self.libraries)
-        return [("equiv", f"{self.equiv_version}, commit {self.commit_text}"),
+        return [("equiv", f"{self.equiv_version}, {self.commit_text}"),
                 ("libraries", f"{libs}, python {self.python}"),
                 ("device", f"{self.device} ({self.device_name})"),
                 ("date", self.date),
