@@ -76,6 +76,8 @@ class ComparisonResult:
     recipe: str | None = None
     exception: str | None = field(default=None, repr=False)
     row_ulp: tuple = field(default=(), repr=False)   # per healthy row: its largest ULP error
+    row_rel_err: tuple = field(default=(), repr=False)   # per healthy row: its largest relative error
+    rel_err_allowed: float = 0.0   # the relative error allowed where max_rel_err occurred
     call_kind: str | None = None                  # how the call ended when not normally (equiv.run)
 
     @property
@@ -185,12 +187,16 @@ def _value_errors(ref, p, idx, tol):
     return err, tol.allowed(exact, top1), exact
 
 
-def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float, tuple]:
+_NO_ERRORS = {"max_ulp": 0.0, "max_rel": 0.0, "row_ulp": (), "row_rel_err": (), "rel_err_allowed": 0.0}
+
+
+def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, dict]:
+    """The value check, and the error statistics a result carries (``_NO_ERRORS`` keys)."""
     healthy = ~ref.poisoned
     batch, k = p.shape
     n = int(healthy.sum())
     if n == 0:
-        return CheckResult("value", True, "no healthy rows", total=0), 0.0, 0.0, ()
+        return CheckResult("value", True, "no healthy rows", total=0), _NO_ERRORS
     err, allowed, exact = _value_errors(ref, p, idx, tol)
     err, allowed, exact, ph = err[healthy], allowed[healthy], exact[healthy], p[healthy]
     rows = np.flatnonzero(healthy)
@@ -203,13 +209,17 @@ def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float, 
         bad[:, 1:] |= rise > allowed[:, 1:] + allowed[:, :-1]
     bad_rows = np.flatnonzero(bad.any(axis=1))
     max_ulp, max_rel = float(np.max(ulps)), float(np.max(rel))
+    at = np.unravel_index(np.argmax(rel), rel.shape)
+    stats = {"max_ulp": max_ulp, "max_rel": max_rel, "row_ulp": tuple(ulps.max(axis=1).tolist()),
+             "row_rel_err": tuple(rel.max(axis=1).tolist()),
+             "rel_err_allowed": float(allowed[at] / exact[at]) if exact[at] > 0 else 0.0}
     ratio = np.where(allowed > 0, err / np.maximum(allowed, 1e-300), np.where(err > 0, np.inf, 0.0))
     worst_local = int(np.unravel_index(np.argmax(ratio), ratio.shape)[0])
     worst_row = int(rows[worst_local])
     if bad_rows.size == 0:
         detail = (f"max {max_ulp:.3g} ulp ({out_fmt}), max rel err {max_rel:.3g} "
                   f"(up to {tol.rtol:.3g} rel + {tol.top1_atol:.3g} x p_top1 allowed)")
-        return CheckResult("value", True, detail, total=n), max_ulp, max_rel, tuple(ulps.max(axis=1).tolist())
+        return CheckResult("value", True, detail, total=n), stats
     r = int(bad_rows[np.argmax(ratio[bad_rows].max(axis=1))])
     c = int(np.argmax(ratio[r]))
     order_bad = k > 1 and err[r, c] <= allowed[r, c]
@@ -221,7 +231,7 @@ def _value_check(ref, p, idx, tol, out_fmt) -> tuple[CheckResult, float, float, 
                 f"{rel[r, c]:.3g} (up to {allowed[r, c] / max(exact[r, c], 1e-300):.3g} allowed)")
     detail = f"Mismatched values: {_fmt_rows(bad_rows.size, n, 'healthy rows')}; {what}"
     return (CheckResult("value", False, detail, failing=int(bad_rows.size), total=n,
-                        worst_row=int(rows[r])), max_ulp, max_rel, tuple(ulps.max(axis=1).tolist()))
+                        worst_row=int(rows[r])), stats)
 
 
 def _poison_check(ref, p, idx, tol) -> CheckResult:
@@ -343,7 +353,8 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     repro = _repro(name, k, recipe_str, device.split(":")[0])
     call_kind = None
 
-    def result(checks, *, max_ulp=0.0, max_rel=0.0, exception=None, row_ulp=()):
+    def result(checks, *, exception=None, max_ulp=0.0, max_rel=0.0, row_ulp=(), row_rel_err=(),
+               rel_err_allowed=0.0):
         failed = [c for c in checks if not c.passed]
         worst = next((c.worst_row for c in failed if c.worst_row is not None), None)
         get = {c.name: c for c in checks}
@@ -352,7 +363,8 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             passed=not failed, checks=tuple(checks), worst_row=worst, max_ulp=max_ulp,
             max_rel_err=max_rel, index_mismatches=get["index"].failing,
             poisoning_violations=get["poisoning"].failing, repro=repro, seed=seed,
-            recipe=recipe_str, exception=exception, row_ulp=row_ulp, call_kind=call_kind)
+            recipe=recipe_str, exception=exception, row_ulp=row_ulp, row_rel_err=row_rel_err,
+            rel_err_allowed=rel_err_allowed, call_kind=call_kind)
 
     snapshot = np.array(_to_numpy(logits), copy=True)   # the reference's input
     outcome = runner.call(inputs, k, timeout=timeout)
@@ -375,12 +387,12 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     checks = [CheckResult("contract", True, f"[{batch}, {k}] {out_fmt} / int64 on {device}",
                           total=batch)]
     checks.append(_index_check(ref, idx, tol.rtol))
-    value, max_ulp, max_rel, row_ulp = _value_check(ref, p, idx, tol, out_fmt)
+    value, errors = _value_check(ref, p, idx, tol, out_fmt)
     checks.append(value)
     checks.append(_poison_check(ref, p, idx, tol))
     if regression:
-        checks.append(_regression_check(logits.to(device), k, ref, tol, max_rel,
+        checks.append(_regression_check(logits.to(device), k, ref, tol, errors["max_rel"],
                                         not runner.isolated and runner.spec == "softmax_topk"))
     else:
         checks.append(CheckResult("regression", True, "skipped by the caller", ran=False))
-    return result(checks, max_ulp=max_ulp, max_rel=max_rel, row_ulp=row_ulp)
+    return result(checks, **errors)
