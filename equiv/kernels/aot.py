@@ -89,7 +89,7 @@ def main_loop(sass: str) -> list[str]:
 
 def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps: int = 4,
                    index: int = 1, prefetch: bool = True, one_chunk: bool = True,
-                   cap: int = 8, ncol_pad: int = 128) -> Compiled:
+                   cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None) -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -111,7 +111,8 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
                if n in POINTERS or n in ("stride_row", "CHUNK")}
     compiled = triton.compile(ASTSource(fk._draft_topk_kernel, sig, consts, aligned),
                               target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": num_warps, "enable_fp_fusion": False})
+                              options={"num_warps": num_warps, "enable_fp_fusion": False,
+                                       **({"maxnreg": maxnreg} if maxnreg else {})})
     with tempfile.TemporaryDirectory(prefix="equiv-aot-") as tmp:
         cubin = os.path.join(tmp, "k.cubin")
         with open(cubin, "wb") as f:

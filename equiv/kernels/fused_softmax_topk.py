@@ -355,7 +355,7 @@ class KernelConfig:
     more), or a second launch (``separate``). ``index`` is how k = 1 finds the row of a lane's
     max (1: in the loop, 2: one re-read after it); ``prefetch`` loads the next tile before
     folding this one; ``cap`` is how many lanes k > 1 reads back before it falls back to a
-    second pass (0: always the second pass)."""
+    second pass (1: always the second pass); ``maxnreg`` caps the registers per thread."""
 
     rows: int
     lanes: int
@@ -366,6 +366,7 @@ class KernelConfig:
     index: int = 1
     prefetch: bool = True
     cap: int = 8
+    maxnreg: int | None = None
 
     @property
     def block(self) -> int:
@@ -380,16 +381,16 @@ class KernelConfig:
 # Chosen from the sweep in docs/kernel-notes.md (equiv/kernels/tune.py).
 GPU_WARPS = 4
 GPU_ROWS = 4
-GPU_INDEX = 1
+GPU_INDEX = 2
 GPU_PREFETCH = True
 GPU_CAP = 8
-PROGRAMS_PER_SM = 8
 MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of lanes
-# Programs of the default layout that fit on one SM at once (64K registers over 128 threads
-# x the register count ptxas gives), keyed by (element size, k == 1). A batch that alone
-# fills 3/4 of that or more is not split: one row per program is then one balanced wave, and
-# a split would only add a ragged second one.
-RESIDENT_PER_SM = {(4, True): 10, (2, True): 5, (4, False): 8, (2, False): 5}
+# Registers per thread of the default layouts as ptxas gives them for sm_90 (read with
+# equiv/kernels/aot.py), keyed by (element size, k == 1), and the cap (ptx .maxnreg) put on
+# them where it costs no spills: 64K registers / (registers x 128 threads) programs fit on an
+# SM at once, and with the cap a whole batch of 1024 rows fits in one wave on 132 SMs.
+REGS = {(4, True): 48, (2, True): 72, (4, False): 72, (2, False): 72}
+MAXNREG = {(4, True): None, (2, True): 64, (4, False): 48, (2, False): 64}
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -405,24 +406,41 @@ def _sm_count(device) -> int:
     return _SM_COUNT[device]
 
 
+def resident_per_sm(regs: int, num_warps: int) -> int:
+    """Programs of ``num_warps`` warps that fit on one SM by registers (allocated by 8)."""
+    return max(1, 65536 // (-(-regs // 8) * 8 * 32 * num_warps))
+
+
+def split_rows(batch: int, slots: int) -> int:
+    """Programs per row: as many as keep B x splits within one wave of ``slots`` programs (a
+    second, ragged wave would run its rows at the latency of a few programs, not at the
+    bandwidth of all); a batch larger than a wave is cut into about four waves."""
+    if batch <= slots:
+        return max(1, slots // batch)
+    return triton.cdiv(4 * slots, batch) if batch < 4 * slots else 1
+
+
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
-                  programs_per_sm=None, index=None, prefetch=None, cap=None) -> KernelConfig:
-    """Fill the machine: about ``programs_per_sm`` programs per multiprocessor (or
-    ``INTERP_PROGRAMS`` under the interpreter), splitting rows when B alone is too few.
+                  programs_per_sm=None, index=None, prefetch=None, cap=None,
+                  maxnreg="default") -> KernelConfig:
+    """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
+    (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
+    interpreter.
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
-    ``GPU_ROWS`` rows of one 16-byte load per thread."""
+    ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap."""
     num_warps = num_warps or GPU_WARPS
+    key = (elem_size, k == 1)
+    if maxnreg == "default":
+        maxnreg = MAXNREG.get(key)
     if INTERPRETED or torch.device(device).type != "cuda":
-        lanes, rows_default = INTERP_LANES, INTERP_ROWS
-        target, resident = INTERP_PROGRAMS, 0
+        lanes, rows_default, slots = INTERP_LANES, INTERP_ROWS, INTERP_PROGRAMS
     else:
         lanes = num_warps * 32 * (16 // elem_size)
         rows_default = GPU_ROWS
-        n_sm = _sm_count(torch.device(device))
-        target = (programs_per_sm or PROGRAMS_PER_SM) * n_sm
-        resident = RESIDENT_PER_SM.get((elem_size, k == 1), 0) * n_sm
+        per_sm = programs_per_sm or resident_per_sm(maxnreg or REGS.get(key, 128), num_warps)
+        slots = per_sm * _sm_count(torch.device(device))
     if block is not None:
         rows = rows or max(1, block // lanes)
         lanes = block // rows
@@ -430,19 +448,24 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     block = rows * lanes
     tiles = triton.cdiv(vocab, block)
     if splits is None:
-        splits = 1 if 0.75 * resident <= batch <= resident else triton.cdiv(target, batch)
+        splits = split_rows(batch, slots)
         if k > 1:                                 # bound the read-back of a chunk's lanes
             splits = max(splits, triton.cdiv(vocab, MAX_NCOL * lanes))
     splits = max(1, min(splits, tiles))
     chunk = triton.cdiv(tiles, splits) * block
     splits = triton.cdiv(vocab, chunk)            # no program may start past V
+    if cap is not None and (cap < 1 or cap & (cap - 1)):
+        from equiv.errors import InvalidArgument
+
+        raise InvalidArgument(f"cap={cap} is invalid: give a power of two (1 forces the second pass)")
     return KernelConfig(rows, lanes, num_warps, splits, chunk, combine,
                         GPU_INDEX if index is None else index,
                         GPU_PREFETCH if prefetch is None else bool(prefetch),
-                        GPU_CAP if cap is None else cap)
+                        GPU_CAP if cap is None else cap, maxnreg)
 
 
 _COUNTERS: dict = {}
+REGS_SEEN: dict = {}
 
 
 def _zeroed_counter(device, batch: int):
@@ -490,13 +513,16 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         count = _zeroed_counter(dev, batch)
     else:
         count = torch.zeros(batch, dtype=torch.int32, device=dev)
-    _draft_topk_kernel[(batch, config.splits)](
+    compiled = _draft_topk_kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,
         ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
         LANES=config.lanes, FUSED_COMBINE=fused, INDEX=config.index if k == 1 else 0,
         PREFETCH=config.prefetch, CAP=max(config.cap, 1), NCOL_PAD=config.ncol_pad if k > 1 else 1,
-        num_warps=config.num_warps, enable_fp_fusion=False)
+        num_warps=config.num_warps, enable_fp_fusion=False,
+        **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
+    if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report
+        REGS_SEEN[(logits.element_size(), k, config)] = (compiled.n_regs, compiled.n_spills)
     if config.splits > 1 and not fused:
         _combine_kernel[(batch,)](config.splits, part_m, part_s, part_i, part_v, part_j, topk_p,
                                   topk_index, S_PAD=s_pad, K=k, K_PAD=k_pad, num_warps=4,
