@@ -7,6 +7,8 @@
 - ``--equiv-k K``: the k the candidate is judged at (default 1).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
+  property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
 Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are registered here and picked by the
@@ -27,6 +29,7 @@ import sys
 import pytest
 
 BUDGETS = ("quick", "full")
+REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("dev", "ci", "nightly")
 _REPORT_KEY = pytest.StashKey()
 
@@ -46,6 +49,8 @@ def pytest_addoption(parser, pluginmanager):
                     help="the k the candidate is judged at (default 1)")
     group.addoption("--equiv-budget", default="full", choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full: the profile's counts")
+    group.addoption("--equiv-require", default=None, metavar="WHAT",
+                    help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -81,6 +86,9 @@ def _validate(config) -> None:
     try:
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
+        required = config.getoption("equiv_require")
+        if required is not None:
+            check_choices("--equiv-require", required, REQUIREMENTS)
         spec = config.getoption("equiv_candidate")
         if spec:
             from equiv.candidate import load_candidate
