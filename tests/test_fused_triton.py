@@ -33,11 +33,13 @@ FUSED = equiv.get_path("fused_triton")
 
 # Narrow tiles and several programs per row: ragged last tiles, chunks of pure padding, and
 # both ways of combining the partials.
-# Index modes: 1 finds the row of a lane's max in the loop, 2 re-reads it after the loop; cap=1
-# sends k > 1 to the second pass that the read-back of the lane columns otherwise avoids.
+# Index modes: 1 finds the row of a lane's max in the loop, 2 re-reads it after the loop (the
+# default for long programs, so forced here); cap=1 sends k > 1 to the second pass that the
+# read-back of the lane columns otherwise avoids.
 LAYOUTS = {
     "default": FUSED,
-    "b256_r4_s3_fused": with_layout(block=256, rows=4, splits=3, combine="fused"),
+    "b256_r4_s3_fused_idx2": with_layout(block=256, rows=4, splits=3, combine="fused", index=2,
+                                         prefetch=True),
     "b128_r2_s7_separate_idx1": with_layout(block=128, rows=2, splits=7, combine="separate",
                                             index=1, prefetch=False),
     "b64_one_chunk_cap1": with_layout(block=64, splits=1, cap=1),
@@ -175,7 +177,7 @@ def test_missing_triton_says_how_to_install():
 
 GPU_LAYOUTS = {"default": FUSED,
                "separate_idx1": with_layout(combine="separate", index=1, prefetch=False),
-               "one_chunk_cap1": with_layout(splits=1, cap=1, maxnreg=None)}
+               "one_chunk_idx2_cap1": with_layout(splits=1, cap=1, maxnreg=None)}
 
 
 @pytest.mark.gpu

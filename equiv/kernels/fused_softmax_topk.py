@@ -381,16 +381,15 @@ class KernelConfig:
 # Chosen from the sweep in docs/kernel-notes.md (equiv/kernels/tune.py).
 GPU_WARPS = 4
 GPU_ROWS = 4
-GPU_INDEX = 2
-GPU_PREFETCH = True
-GPU_CAP = 8
+GPU_PREFETCH = False
+REREAD_TILES = 16                # index 2 (re-read) for programs of at least this many tiles
 MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of lanes
-# Registers per thread of the default layouts as ptxas gives them for sm_90 (read with
-# equiv/kernels/aot.py), keyed by (element size, k == 1), and the cap (ptx .maxnreg) put on
-# them where it costs no spills: 64K registers / (registers x 128 threads) programs fit on an
-# SM at once, and with the cap a whole batch of 1024 rows fits in one wave on 132 SMs.
-REGS = {(4, True): 48, (2, True): 72, (4, False): 72, (2, False): 72}
-MAXNREG = {(4, True): None, (2, True): 64, (4, False): 48, (2, False): 64}
+# Registers per thread as ptxas gives them for sm_90 (equiv/kernels/aot.py, and the sweep's
+# report on the GPU), keyed by (element size, index mode; 0 is k > 1), and the cap (ptx
+# .maxnreg) put on them where the sweep saw no spills: 64K registers / (registers x 128
+# threads) programs fit on an SM at once, and with the cap 1024 rows of bf16 fit one wave.
+REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80}
+MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): 56, (2, 1): 64, (2, 2): 64, (2, 0): 64}
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -426,42 +425,51 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
                   maxnreg="default") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
-    interpreter.
+    interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
+    one re-read after it (index 2) in programs of ``REREAD_TILES`` tiles or more, where the
+    loop's instructions cost more than the re-read's latency.
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
-    ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap."""
+    ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
+    ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4)."""
     num_warps = num_warps or GPU_WARPS
-    key = (elem_size, k == 1)
-    if maxnreg == "default":
-        maxnreg = MAXNREG.get(key)
-    if INTERPRETED or torch.device(device).type != "cuda":
-        lanes, rows_default, slots = INTERP_LANES, INTERP_ROWS, INTERP_PROGRAMS
-    else:
-        lanes = num_warps * 32 * (16 // elem_size)
-        rows_default = GPU_ROWS
-        per_sm = programs_per_sm or resident_per_sm(maxnreg or REGS.get(key, 128), num_warps)
-        slots = per_sm * _sm_count(torch.device(device))
+    interpreted = INTERPRETED or torch.device(device).type != "cuda"
+    lanes = INTERP_LANES if interpreted else num_warps * 32 * (16 // elem_size)
     if block is not None:
         rows = rows or max(1, block // lanes)
         lanes = block // rows
-    rows = rows or rows_default
+    rows = rows or (INTERP_ROWS if interpreted else GPU_ROWS)
     block = rows * lanes
     tiles = triton.cdiv(vocab, block)
-    if splits is None:
-        splits = split_rows(batch, slots)
-        if k > 1:                                 # bound the read-back of a chunk's lanes
-            splits = max(splits, triton.cdiv(vocab, MAX_NCOL * lanes))
-    splits = max(1, min(splits, tiles))
-    chunk = triton.cdiv(tiles, splits) * block
-    splits = triton.cdiv(vocab, chunk)            # no program may start past V
-    if cap is not None and (cap < 1 or cap & (cap - 1)):
+
+    def layout(mode):
+        cap_regs = MAXNREG.get((elem_size, mode)) if maxnreg == "default" else maxnreg
+        if interpreted:
+            slots = INTERP_PROGRAMS
+        else:
+            per_sm = programs_per_sm or resident_per_sm(cap_regs or REGS.get((elem_size, mode), 128),
+                                                        num_warps)
+            slots = per_sm * _sm_count(torch.device(device))
+        n = splits if splits is not None else split_rows(batch, slots)
+        if splits is None and k > 1:              # bound the read-back of a chunk's lanes
+            n = max(n, triton.cdiv(vocab, MAX_NCOL * lanes))
+        return max(1, min(n, tiles)), cap_regs
+
+    mode = 0 if k > 1 else (index or 2)
+    n_split, cap_regs = layout(mode)
+    if k == 1 and index is None and triton.cdiv(tiles, n_split) < REREAD_TILES:
+        mode = 1
+        n_split, cap_regs = layout(mode)
+    chunk = triton.cdiv(tiles, n_split) * block
+    n_split = triton.cdiv(vocab, chunk)           # no program may start past V
+    if cap is None:
+        cap = 8 if k <= 4 else 16
+    if cap < 1 or cap & (cap - 1):
         from equiv.errors import InvalidArgument
 
         raise InvalidArgument(f"cap={cap} is invalid: give a power of two (1 forces the second pass)")
-    return KernelConfig(rows, lanes, num_warps, splits, chunk, combine,
-                        GPU_INDEX if index is None else index,
-                        GPU_PREFETCH if prefetch is None else bool(prefetch),
-                        GPU_CAP if cap is None else cap, maxnreg)
+    return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1),
+                        GPU_PREFETCH if prefetch is None else bool(prefetch), cap, cap_regs)
 
 
 _COUNTERS: dict = {}

@@ -30,7 +30,7 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 def variants():
     """(name, layout, k): the defaults twice, then one change at a time from the defaults."""
-    out = [("default", {}, 1), ("index1", {"index": 1}, 1), ("no_prefetch", {"prefetch": False}, 1),
+    out = [("default", {}, 1), ("index1", {"index": 1}, 1), ("prefetch", {"prefetch": True}, 1),
            ("no_maxnreg", {"maxnreg": None}, 1), ("r2", {"rows": 2}, 1), ("w8", {"num_warps": 8}, 1),
            ("ppsm4", {"programs_per_sm": 4}, 1), ("ppsm16", {"programs_per_sm": 16}, 1),
            ("separate", {"combine": "separate"}, 1), ("default_again", {}, 1)]
@@ -67,7 +67,8 @@ def main(argv=None) -> int:
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     ceiling, how = read_ceiling()
     print(f"ceiling {ceiling:.0f} GB/s ({how}); defaults: rows {fk.GPU_ROWS}, warps {fk.GPU_WARPS}, "
-          f"index {fk.GPU_INDEX}, prefetch {fk.GPU_PREFETCH}, maxnreg {fk.MAXNREG}", flush=True)
+          f"index 1 under {fk.REREAD_TILES} tiles a program, else 2; prefetch {fk.GPU_PREFETCH}; "
+          f"maxnreg {fk.MAXNREG}", flush=True)
     points = []
     for dtype in DTYPES:
         for batch in BATCHES:
