@@ -39,19 +39,24 @@ def variants():
 
 
 def _warm_one(job):
-    dtype, batch = job
+    dtype, batch, names = job
     x = (2.0 * torch.randn(batch, VOCAB, device="cuda")).to(dtype)
-    for _, layout, k in variants():
-        with_layout(**layout)(x, k)
+    for name, layout, k in variants():
+        if names is None or name in names:
+            with_layout(**layout)(x, k)
+    from equiv.kernels.read_sum import read_sum
+
+    read_sum(x)
     torch.cuda.synchronize()
-    return job
+    return job[:2]
 
 
-def warm(processes: int) -> None:
-    """Compile every (variant, dtype, B) once, spread over ``processes`` (Triton's disk cache)."""
+def warm(processes: int, names=None) -> None:
+    """Compile every (variant, dtype, B) once, spread over ``processes`` (Triton's disk cache);
+    ``names`` limits it to those variants (``default,k4,k8`` before an ``equiv bench``)."""
     import multiprocessing as mp
 
-    jobs = [(d, b) for d in DTYPES for b in BATCHES]
+    jobs = [(d, b, names) for d in DTYPES for b in BATCHES]
     with mp.get_context("spawn").Pool(processes) as pool:
         for done in pool.imap_unordered(_warm_one, jobs):
             print(f"warm {done}", flush=True)
