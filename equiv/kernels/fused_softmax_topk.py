@@ -13,14 +13,18 @@ B V e / (read bandwidth): 121 us / 61 us at the 4.36 TB/s measured. At B = 1 the
 The kernel, per program (a row ``r`` and a chunk ``[start, start + CHUNK)`` of its vocabulary):
 1. Walk the chunk in tiles of ROWS x LANES consecutive logits. LANES is one 16-byte load per
    thread across the program, so a thread holds ROWS elements of each of its lanes and the
-   reductions over ROWS stay in registers. Per lane keep the running max ``m`` (and the offset
-   of the element that holds it) and ``s``, the sum of exp(x - m): a tile's column max m' and
-   its row come first, then ``s = s exp(m - m') + sum exp(x - m')``. State is per lane, not
-   per element, so registers go to loads in flight (docs/kernel-notes.md: v1 kept it per
-   element and ran out). Whole tiles load unmasked; the ragged end is one masked tile.
-2. For k > 1, also keep an unsorted list of the K best (value, index) of the chunk. A tile is
-   merged only when its max beats the list's worst entry, and then only as many elements as beat
-   it are moved in, so after the first tiles most tiles cost one extra max-reduction.
+   reductions over ROWS stay in registers. Per lane keep the running max ``m`` and ``s``, the
+   sum of 2^(x log2e - ref) with ``ref = fl(m log2e)``: each term is one fma (x log2e is exact
+   inside it) and one exp2, and the rounding of ``ref`` cancels in p because the numerator is
+   taken against the same ``ref`` (kernels launch without fp fusion so nothing else is
+   contracted). State is per lane, not per element (docs/kernel-notes.md: v1 kept it per
+   element and ran out of registers). Whole tiles load unmasked; the ragged end is one masked
+   tile. For k = 1 the lane also keeps where its max is: the row in the loop (index mode 1,
+   short programs) or only the tile, the row found by one re-read after the loop (mode 2).
+2. For k > 1, after the loop: t = the k-th largest lane max. The top k lie in the lanes whose
+   max is >= t (an element of any other lane is below k lane maxima), so the columns of those
+   lanes (at most CAP of them, a few KB) are read back and the top k taken from them; with more
+   than CAP such lanes (ties at t) the chunk is read again and merged tile by tile.
 3. Reduce the lanes to (M, S, index) for the chunk. With one chunk per row, finish the row here;
    otherwise write the partial, and the last program of the row to arrive (an atomic counter,
    cached per stream and reset by that program, so no memset runs per call) combines the
@@ -35,13 +39,15 @@ Non-finite input (the poisoning rule of reference/softmax_topk.py):
 - -inf is exp(-inf) = 0. The differences are taken against ``max(m', -FLT_MAX)``, never
   against a bare -inf, so a lane or a whole chunk of -inf padding contributes 0, not exp(-inf + inf) = NaN.
   An all -inf row ends with S = 0, and p = NaN is written for S <= 0 or S NaN.
+- A finite max above FLT_MAX / log2e (2.4e38) overflows ``ref`` to +inf and the row gives NaN,
+  not a confident number (equiv's inputs stay within 2**30).
 Ties: the column max takes the first row, the strict ``>`` keeps the first tile; lanes, list
 entries and partials are compared on (value, lowest index): the lowest index of a tie wins.
 
 The wrapper at the end picks the tile, warps and the split of V from the batch size, k and the
 device's multiprocessor count (the figures behind the choice are in docs/kernel-notes.md).
-The measured result (one H200, V = 129280): float32 B = 1024 in 122 us, 99% of the read
-ceiling; B = 1 in 3.7-3.8 us.
+The measured result (one H200, V = 129280, v4): float32 B = 1024 in 125 us, 99% of the read
+ceiling; bf16 B = 1024 in 71-84 us; k = 4 within 1.25x of k = 1 at B >= 256 (docs/bench.md).
 """
 from __future__ import annotations
 
