@@ -9,6 +9,8 @@
 - ``--equiv-timeout SEC``: per-call time-out of a candidate in its worker (default 60; inf: none).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
+  property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
 Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are registered here and picked by the
@@ -29,6 +31,7 @@ import sys
 import pytest
 
 BUDGETS = ("quick", "full")
+REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("dev", "ci", "nightly")
 _REPORT_KEY = pytest.StashKey()
 
@@ -50,6 +53,8 @@ def pytest_addoption(parser, pluginmanager):
                     help="per-call time-out of a candidate, in seconds (default 60; inf: none)")
     group.addoption("--equiv-budget", default="full", choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full: the profile's counts")
+    group.addoption("--equiv-require", default=None, metavar="WHAT",
+                    help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -86,6 +91,9 @@ def _validate(config) -> None:
         timeout = parse_timeout(config.getoption("equiv_timeout"), "--equiv-timeout")
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
+        required = config.getoption("equiv_require")
+        if required is not None:
+            check_choices("--equiv-require", required, REQUIREMENTS)
         device = config.getoption("equiv_device")
         if device == "cuda":
             from equiv.devices import resolve_device
