@@ -23,12 +23,17 @@ import pytest
 def _run(subject, suite, probe: str, **payload):
     if suite.device != "cuda":
         pytest.skip(f"{probe} needs a CUDA device; this run judges on {suite.device} (--equiv-device)")
-    from equiv import gpu_probes
-
     notes = []
     for dtype in suite.dtypes:
-        res = getattr(gpu_probes, probe)(subject.fn, suite.device,
-                                         {"k": suite.k, "dtype": dtype, "name": subject.name, **payload})
+        # in the subject's worker (equiv.run): a capture that crashes or hangs ends the worker, not us
+        out = suite.runner.probe(f"equiv.gpu_probes:{probe}",
+                                 {"k": suite.k, "dtype": dtype, "name": subject.name, **payload},
+                                 timeout=None if suite.opts.timeout is None else 10 * suite.opts.timeout)
+        if out.abnormal:
+            suite.abnormal(f"the subject {out.problem} in the {probe} probe ({dtype})")
+        if not out.ok:
+            suite.fail(f"{dtype}: the {probe} probe: the subject {out.problem}")
+        res = out.value
         if res.status == "skipped":
             pytest.skip(res.reason)
         if not res.passed:
