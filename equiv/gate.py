@@ -35,10 +35,11 @@ from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
     # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget
+    # shape_elements: the coverage plan's largest B x V (2**25: [1024, 32000]; 2**28: [1024, 151936])
     "quick": {"dtypes": ("float32", "bfloat16"), "batch": 4, "seeds": 1, "mtp_timeout": 300,
-              "properties_timeout": 300},
+              "properties_timeout": 300, "shape_elements": 2 ** 25},
     "full": {"dtypes": ("float32", "bfloat16", "float16"), "batch": 16, "seeds": 3, "mtp_timeout": 3600,
-             "properties_timeout": 3600},
+             "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 STAGES = ("properties", "tolerance", "mtp")
 K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
@@ -223,10 +224,14 @@ def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: in
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float | None) -> tuple[list[GateCheck], Stage]:
+                     vocab: int, timeout: float | None, plan=None) -> tuple[list[GateCheck], Stage]:
     """``compare`` on every input family x dtype x k; the first failing recipe is the
-    counterexample. The worker builds each recipe on the device."""
+    counterexample. The worker builds each recipe on the device.
+
+    ``plan`` (an ``equiv.coverage.TolerancePlan``) gives each check its shapes; without one,
+    every check runs ``[batch, vocab]``."""
     from equiv.compare import compare
+    from equiv.coverage import Shape
     from equiv.inputs import FAMILIES, Recipe
     from equiv.run import runner_for
 
@@ -235,14 +240,19 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     for k in ks:
         for dtype in dtypes:
             for family in FAMILIES:
+                if plan is not None and (family, dtype) not in plan:
+                    continue
                 name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
                 if getattr(runner, "stopped", None):
                     checks.append(GateCheck(name, False, f"not run: {runner.stopped}"))
                     continue
                 t0 = time.perf_counter()
                 worst = None
-                for s in range(seed, seed + seeds):
-                    recipe = Recipe(family=family, seed=s, batch=batch, vocab=vocab, dtype=dtype)
+                planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
+                runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
+                for s, shape in runs:
+                    recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                                    dtype=dtype, pad=shape.pad)
                     shapes.add((recipe.batch, recipe.vocab, recipe.pad))
                     res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
                     if not res.passed:
@@ -250,7 +260,8 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                         break
                 dt = time.perf_counter() - t0
                 if worst is None:
-                    checks.append(GateCheck(name, True, f"{seeds} recipe(s) within tolerance", duration_s=dt))
+                    checks.append(GateCheck(name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                            f"{', '.join(map(str, planned))}", duration_s=dt))
                     continue
                 detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
                 where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
@@ -262,10 +273,16 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
         checks.append(GateCheck("tolerance:late-write", False, f"the candidate {late}"))
     bs = sorted({b for b, _, _ in shapes})
     vs = sorted({v for _, v, _ in shapes})
+    padded = sum(1 for _, _, p in shapes if p)
     ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
-           "summary": f"{runner.calls - calls0} calls; B in {bs}; V in {vs}; {'/'.join(dtypes)}; "
+           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
+                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
                       f"k={','.join(map(str, ks))}"}
     return checks, _stage("tolerance", checks, ran)
+
+
+def _span(values) -> str:
+    return "{" + ", ".join(map(str, values[:12])) + (f", +{len(values) - 12} more" if len(values) > 12 else "") + "}"
 
 
 def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
@@ -369,8 +386,14 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
                 got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
                                           seed=seed, timeout=timeout, stage_timeout=stage_timeout)
             elif name == "tolerance":
+                from equiv.coverage import tolerance_plan
+                from equiv.inputs import FAMILIES
+
+                shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                            max_shape_elements=plan["shape_elements"])
                 got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
-                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout)
+                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                           plan=shape_plan)
             else:
                 got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
             checks += got
