@@ -4,9 +4,13 @@
   instead of the built-in paths; the known-failure ledger does not apply to it.
 - ``--equiv-device cpu|cuda|auto``: where inputs are built and the candidate runs (auto).
 - ``--equiv-dtype D[,D...]``: input dtypes the candidate is judged at (float32,bfloat16,float16).
-- ``--equiv-k K``: the k the candidate is judged at (default 1).
+- ``--equiv-k K[,K...]``: the k values the candidate is judged at (default 1); nothing calls it
+  at another k.
+- ``--equiv-timeout SEC``: per-call time-out of a candidate in its worker (default 60; inf: none).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
+  property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
 Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are registered here and picked by the
@@ -27,6 +31,7 @@ import sys
 import pytest
 
 BUDGETS = ("quick", "full")
+REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("dev", "ci", "nightly")
 _REPORT_KEY = pytest.StashKey()
 
@@ -42,10 +47,14 @@ def pytest_addoption(parser, pluginmanager):
                     help="device for inputs and candidate (default auto: cuda when present)")
     group.addoption("--equiv-dtype", default=None, metavar="DTYPES",
                     help="comma-separated input dtypes to judge at (default: every dtype)")
-    group.addoption("--equiv-k", default=1, type=int, metavar="K",
-                    help="the k the candidate is judged at (default 1)")
+    group.addoption("--equiv-k", default="1", metavar="K[,K...]",
+                    help="the k values the candidate is judged at (default 1)")
+    group.addoption("--equiv-timeout", default="60", metavar="SEC",
+                    help="per-call time-out of a candidate, in seconds (default 60; inf: none)")
     group.addoption("--equiv-budget", default="full", choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full: the profile's counts")
+    group.addoption("--equiv-require", default=None, metavar="WHAT",
+                    help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -74,22 +83,28 @@ def _validate(config) -> None:
     from equiv.errors import UsageError
     from equiv.validation import check_choices
 
-    k = config.getoption("equiv_k")
-    if k < 1:
-        raise _usage(f"--equiv-k={k} is invalid: k must be an integer >= 1")
+    from equiv.properties.subjects import parse_ks, parse_timeout
+
     dtypes = config.getoption("equiv_dtype")
     try:
+        parse_ks(config.getoption("equiv_k"), "--equiv-k")
+        timeout = parse_timeout(config.getoption("equiv_timeout"), "--equiv-timeout")
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
-        spec = config.getoption("equiv_candidate")
-        if spec:
-            from equiv.candidate import load_candidate
-
-            load_candidate(spec)
-        if config.getoption("equiv_device") == "cuda":
+        required = config.getoption("equiv_require")
+        if required is not None:
+            check_choices("--equiv-require", required, REQUIREMENTS)
+        device = config.getoption("equiv_device")
+        if device == "cuda":
             from equiv.devices import resolve_device
 
             resolve_device("cuda")
+        spec = config.getoption("equiv_candidate")
+        if spec:                                 # imported in its worker: a usage error here
+            from equiv.devices import resolve_device
+            from equiv.run import load_check
+
+            load_check(spec, resolve_device(device), timeout)
     except UsageError as exc:
         raise _usage(str(exc)) from None
 

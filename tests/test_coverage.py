@@ -112,15 +112,15 @@ SMALL_PLAN = TolerancePlan(0, ((("gaussian", "float32"), (Shape(9, 32001), Shape
 @pytest.mark.parametrize("fn", ["value_error_past_33_rows", "runner_up_on_odd_rows", "value_error_large_vocab"])
 def test_the_plan_catches_what_one_shape_misses(fn):
     spec = f"{DODGERS}:{fn}"
-    kw = dict(k=1, device="cpu", dtypes=("float32",), batch=4, seeds=1, seed=0, vocab=32001, timeout=60.0)
-    assert all(c.passed for c in tolerance_checks(spec, **kw))                  # the old [4, V]
-    caught = tolerance_checks(spec, **kw, plan=SMALL_PLAN)
+    kw = dict(ks=(1,), device="cpu", dtypes=("float32",), batch=4, seeds=1, seed=0, vocab=32001, timeout=60.0)
+    assert all(c.passed for c in tolerance_checks(spec, **kw)[0])               # the old [4, V]
+    caught, _ = tolerance_checks(spec, **kw, plan=SMALL_PLAN)
     assert not caught[0].passed and caught[0].repro.startswith("REPRO: equiv check")
 
 
 def test_a_correct_candidate_passes_the_plan_and_the_verdict_names_the_shapes():
-    checks = tolerance_checks(f"{DODGERS}:transposed_outputs", k=1, device="cpu", dtypes=("float32",),
-                              batch=4, seeds=1, seed=0, vocab=32001, timeout=60.0, plan=SMALL_PLAN)
+    checks, _ = tolerance_checks(f"{DODGERS}:transposed_outputs", ks=(1,), device="cpu", dtypes=("float32",),
+                                 batch=4, seeds=1, seed=0, vocab=32001, timeout=60.0, plan=SMALL_PLAN)
     assert checks[0].passed and "[9, 32001], [65, 1025] pad 7" in checks[0].detail
 
 

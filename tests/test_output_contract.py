@@ -43,11 +43,12 @@ def test_float64_ulps_are_float32_ulps():
 
 
 def test_other_output_dtypes_are_refused_with_the_allowed_set():
-    x = torch.zeros(2, 5)
-    out = (torch.zeros(2, 1, dtype=torch.float16), torch.zeros(2, 1, dtype=torch.int64))
-    msg = _contract(out, x, 1)
-    assert msg == ("topk_p has dtype torch.float16, expected torch.float32, torch.float64 or the input "
-                   "dtype torch.float32")
+    from equiv.run.outcome import to_host
+
+    out = to_host((torch.zeros(2, 1, dtype=torch.float16), torch.zeros(2, 1, dtype=torch.int64)))
+    msg = _contract(out, 2, 5, 1, "float32", "cpu")
+    assert msg == ("topk_p has dtype float16, expected one of float32, float64 "
+                   "(float32, float64 or the input dtype)")
 
 
 @pytest.mark.parametrize("fn", WELL_WRITTEN)

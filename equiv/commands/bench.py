@@ -12,6 +12,8 @@ def add_parser(sub):
     p.add_argument("--k", default="1,4", help="comma-separated k (paths limited to k = 1 skip k > 1)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size V (default 129280)")
     p.add_argument("--replays", type=int, default=30, help="timed graph replays per point (default 30)")
+    p.add_argument("--no-size-matched", dest="size_matched", action="store_false",
+                   help="skip the size-matched ceiling (torch.sum and a Triton read-sum at each point)")
     p.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="write every row as JSON")
     p.add_argument("--plot", default=None, metavar="FILE", help="write a PNG of time against B per path")
     p.set_defaults(run=run)
@@ -57,7 +59,8 @@ def run(args) -> int:
             print(f"\r[{n}/{total}] {row.path} {row.dtype} k={row.k} B={row.batch}: {row.us:.1f} us",
                   end="\033[K" if n < total else "\n", file=sys.stderr, flush=True)
 
-    result = run_bench(paths, dtypes, ks, batches, vocab, replays, progress=progress)
+    result = run_bench(paths, dtypes, ks, batches, vocab, replays, progress=progress,
+                       size_matched=args.size_matched)
     print(result.table())
     if args.json_out:
         write_json(result, args.json_out)

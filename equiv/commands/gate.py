@@ -7,13 +7,15 @@ import json
 def add_parser(sub):
     p = sub.add_parser("gate", help="pre-merge gate: property suite + tolerance + MTP on one candidate")
     p.add_argument("--candidate", required=True, help="built-in name, pkg.mod:fn or file.py:fn")
-    p.add_argument("--k", type=int, default=1, help="the k the candidate is judged at (default 1)")
+    p.add_argument("--k", default="1", metavar="K[,K...]",
+                   help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--dtype", default=None, help="comma-separated input dtypes (default: by budget)")
     p.add_argument("--budget", default="quick", help="quick (pull request, default) or full (nightly)")
     p.add_argument("--seed", type=int, default=0, help="seed of every recipe and of Hypothesis (default 0)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-call time-out in seconds (default 60)")
+    p.add_argument("--timeout", default="60", metavar="SEC",
+                   help="per-call time-out in seconds, in every stage (default 60; inf: none)")
     p.add_argument("--stages", default="properties,tolerance,mtp", help="which stages to run")
     p.add_argument("--json", dest="json_file", default=None, metavar="FILE", help="write the verdict as JSON")
     p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML")

@@ -174,7 +174,7 @@ class WorkerRunner:
         tail = self._log_tail()
         self._kill()
         if code is not None and code < 0:
-            return failed("signal", f"killed by {_signal_name(-code)} {when}", log_tail=tail)
+            return failed("signal", f"was killed by {_signal_name(-code)} {when}", log_tail=tail)
         return failed("exit", f"exited with code {code} {when}" if code is not None
                       else f"closed its connection {when}", log_tail=tail)
 
@@ -187,7 +187,7 @@ class WorkerRunner:
         if not ready:
             tail = self._log_tail()
             self._kill()
-            self.stopped = f"it did not return within {timeout:g} s {when}"
+            self.stopped = f"the candidate hung on an earlier call (no answer within {timeout:g} s {when})"
             return failed("timeout", f"did not return within {timeout:g} s {when} (the worker was "
                                      f"killed; raise the limit with --timeout)", log_tail=tail)
         try:
@@ -199,7 +199,7 @@ class WorkerRunner:
         if outcome.abnormal:
             self.abnormal_ends += 1
             if self.abnormal_ends >= MAX_ABNORMAL and self.stopped is None:
-                self.stopped = f"it ended abnormally {self.abnormal_ends} times (last: {outcome.problem})"
+                self.stopped = f"the candidate ended abnormally {self.abnormal_ends} times (last: it {outcome.problem})"
         return outcome
 
     # -- requests ---------------------------------------------------------------------------------
@@ -283,6 +283,8 @@ def runner_for(candidate, device: str = "cpu", timeout=60.0):
     if not isinstance(candidate, str) or not candidate.strip():
         load_candidate(candidate)                # raises the one-line error
     spec = candidate.strip()
+    if ":" not in spec:
+        load_candidate(spec)                     # a built-in name, or its one-line error
     key = (spec, str(device), os.getcwd())
     runner = _RUNNERS.get(key)
     if runner is None:
