@@ -160,16 +160,14 @@ class Report:
 def report_rows(paths, dtypes, families=FAMILIES, *, vocab=129280, batch=8, seed=0, k=1,
                 device="cpu", progress=None, timeout=None, argv=None) -> Report:
     """Run every case; ``argv`` is the command line the provenance records (default ``sys.argv``)."""
-    from equiv.candidate import load_candidate
     from equiv.compare import compare
     from equiv.provenance import collect
 
     rows = []
     jobs = [(p, d, f) for p in paths for d in dtypes for f in families]
     for n, (path, dtype, family) in enumerate(jobs):
-        cand = load_candidate(path)
         recipe = Recipe(family=family, seed=seed, batch=batch, vocab=vocab, dtype=dtype)
-        res = compare(cand, recipe.build(device), k=k, recipe=recipe, name=path, timeout=timeout)
+        res = compare(path, recipe, k=k, name=path, timeout=timeout, device=device)   # a spec: in its worker
         ulps = np.asarray(res.row_ulp, dtype=np.float64)
         p99 = float(np.percentile(ulps, 99)) if ulps.size else 0.0
         failed = res.failed_checks

@@ -19,7 +19,7 @@ import torch
 import equiv
 from equiv.compare import _contract, underflow_atol
 from equiv.inputs import Recipe
-from equiv.timeouts import call_with_timeout, limit_seconds
+from equiv.timeouts import limit_seconds
 
 HERE = os.path.dirname(__file__)
 DODGERS = os.path.join(HERE, "candidates", "shape_dodgers.py")
@@ -66,7 +66,6 @@ def test_mtp_consumers_read_any_output_layout(fn):
 def test_inf_timeout_means_no_limit():
     assert limit_seconds(math.inf) is None and limit_seconds(None) is None and limit_seconds(5) == 5.0
     assert limit_seconds(1e300) is None                    # past threading.TIMEOUT_MAX
-    assert call_with_timeout(lambda a: a + 1, (1,), math.inf) == 2
     r = Recipe(batch=2, vocab=100)
     assert equiv.compare("softmax_topk", r.build(), 1, recipe=r, timeout=math.inf).passed
 

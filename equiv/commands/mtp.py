@@ -27,6 +27,8 @@ def add_parser(sub):
     p.add_argument("--rounds", type=int, default=None, help="verify rounds per sequence (default: budget)")
     p.add_argument("--budget", default="default", help="default or quick: sizes of the run")
     p.add_argument("--seed", type=int, default=0, help="seed of the model, prompts and sampling (default 0)")
+    p.add_argument("--timeout", default="60", metavar="SEC",
+                   help="per-call time-out of a candidate given by spec, in seconds (default 60; inf: none)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--trace", default=None, help="replay a recorded equiv-mtp-trace/1 .npz instead")
     p.add_argument("--threshold", type=float, default=None,
@@ -69,7 +71,9 @@ def run(args) -> int:
             print(f"\r[{done}/{total}] {label:<40}", end="" if done < total else "\n",
                   file=sys.stderr, flush=True)
 
-    result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab,
+    from equiv.properties.subjects import parse_timeout
+
+    result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab, timeout=parse_timeout(args.timeout),
                      sequences=args.sequences, rounds=args.rounds, seed=args.seed,
                      device=args.device, trace=args.trace, budget=args.budget, progress=progress,
                      **optional)

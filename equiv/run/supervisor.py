@@ -22,7 +22,6 @@ Plan
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import signal
 import subprocess
@@ -40,10 +39,9 @@ _RUNNERS: dict = {}
 
 
 def _seconds(timeout) -> float | None:
-    if timeout is None:
-        return None
-    t = float(timeout)
-    return None if math.isinf(t) else t
+    from equiv.timeouts import limit_seconds
+
+    return limit_seconds(timeout)
 
 
 def _signal_name(num: int) -> str:
@@ -248,6 +246,34 @@ class WorkerRunner:
                 os.unlink(self.log_path)
             except OSError:
                 pass
+
+
+class CandidateEnded(RuntimeError):
+    """A call through ``as_callable`` did not return normally (its one-line problem)."""
+
+
+def as_callable(runner):
+    """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
+    candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
+    come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
+    from equiv.run.guard import Raw
+
+    def call(logits, k):
+        import torch
+
+        out = runner.call(Raw.of(logits), k)
+        if not out.ok:
+            raise CandidateEnded(f"the candidate {out.problem}")
+        tensors = []
+        for a in out.value if isinstance(out.value, (tuple, list)) else (out.value,):
+            t = torch.as_tensor(getattr(a, "values", a))
+            if getattr(a, "dtype", None) in ("bfloat16", "float16"):
+                t = t.to(getattr(torch, a.dtype))
+            tensors.append(t.to(logits.device))
+        return tuple(tensors)
+
+    call.spec = runner.spec
+    return call
 
 
 def resolve_spec(spec: str) -> str:
