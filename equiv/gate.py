@@ -16,11 +16,6 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -116,31 +111,21 @@ def _timed(fn, *args, **kwargs):
 
 def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
                     timeout: float) -> list[GateCheck]:
-    """Run ``pytest --pyargs equiv.properties`` on the candidate and turn each test into a check."""
-    with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
-        report = os.path.join(tmp, "properties.json")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-q", "-p", "no:cacheprovider",
-               f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-k={k}",
-               f"--equiv-dtype={','.join(dtypes)}", f"--equiv-budget={budget}",
-               f"--equiv-report-json={report}", f"--hypothesis-seed={seed}"]
-        env = dict(os.environ, HYPOTHESIS_PROFILE="ci" if budget == "quick" else "nightly")
-        repro = ("REPRO: HYPOTHESIS_PROFILE=" + env["HYPOTHESIS_PROFILE"] + " python -m pytest "
-                 + " ".join(cmd[4:]).replace(f" --equiv-report-json={report}", ""))
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                                  cwd=tmp)
-        except subprocess.TimeoutExpired:
-            return [GateCheck("properties", False, f"the property suite did not finish within {timeout:g} s "
-                                                   f"(a hanging candidate?)", repro=repro)]
-        if proc.returncode == 5:
-            return [GateCheck("properties", False, "the property suite collected no tests", repro=repro)]
-        try:
-            with open(report) as f:
-                tests = json.load(f)
-        except (OSError, ValueError):
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            return [GateCheck("properties", False, f"pytest exited {proc.returncode} without a report",
-                              counterexample=tail, repro=repro)]
+    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``) and
+    turn each test into a check."""
+    from equiv.suite_process import run_suite
+
+    run = run_suite(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed, timeout=timeout)
+    repro = run.repro
+    if run.timed_out:
+        return [GateCheck("properties", False, f"the property suite did not finish within {timeout:g} s "
+                                               f"(a hanging candidate?)", repro=repro)]
+    if run.returncode == 5:
+        return [GateCheck("properties", False, "the property suite collected no tests", repro=repro)]
+    if run.report is None:
+        return [GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
+                          counterexample=run.output_tail, repro=repro)]
+    tests = run.report
     checks = []
     for t in tests.get("tests", tests) if isinstance(tests, dict) else tests:
         outcome = t.get("outcome")

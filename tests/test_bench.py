@@ -66,7 +66,7 @@ def test_json_and_plot_are_written_whole(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["b.json", "b.png"]   # no temporary files left
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_small_gpu_run_times_every_point():
     res = run_bench(dtypes=("bfloat16",), ks=(1, 2), batches=(1, 8), vocab=4097, replays=3)

@@ -175,7 +175,7 @@ GPU_LAYOUTS = {"default": FUSED,
                "one_chunk": with_layout(splits=1)}
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("layout", GPU_LAYOUTS)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -188,7 +188,7 @@ def test_gpu_full_vocab(family, batch, k, dtype, layout):
     check(GPU_LAYOUTS[layout], r, k, device="cuda")
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("vocab", TILE_EDGES + [151936])
@@ -198,7 +198,7 @@ def test_gpu_tile_edges(vocab, dtype):
               device="cuda")
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("k", [1, 4])
 @pytest.mark.parametrize("warm_on_capture_stream", [False, True])
