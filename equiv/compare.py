@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from equiv import reference
+from equiv.checks import NamedChecks
 from equiv.timeouts import call_with_timeout
 from equiv.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ulp import ulp_error
@@ -78,8 +79,9 @@ class ComparisonResult:
     row_ulp: tuple = field(default=(), repr=False)   # per healthy row: its largest ULP error
 
     @property
-    def failed_checks(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.ran and not c.passed]
+    def failed_checks(self) -> NamedChecks:
+        """The checks that ran and failed; ``"value" in result.failed_checks`` tests by name."""
+        return NamedChecks(c for c in self.checks if c.ran and not c.passed)
 
     def check(self, name: str) -> CheckResult:
         return next(c for c in self.checks if c.name == name)
@@ -311,13 +313,12 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     import torch
 
     from equiv.candidate import load_candidate
-    from equiv.validation import check_int
+    from equiv.validation import check_int, check_logits
 
     cand = load_candidate(fn)
     name = name or cand.spec
     k = check_int("k", k, min_value=1)
-    if not isinstance(logits, torch.Tensor):
-        logits = torch.as_tensor(logits, dtype=torch.float32)
+    logits = check_logits(logits)                # a [B, V] float tensor, or one-line InvalidArgument
     dtype = dtype_name(logits.dtype)
     tol = tolerance or tolerance_for(dtype)
     batch, vocab = logits.shape

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from equiv.checks import NamedChecks
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
@@ -64,8 +65,9 @@ class GateResult:
     stages: dict = field(default_factory=dict)
 
     @property
-    def failed(self) -> list[GateCheck]:
-        return [c for c in self.checks if not c.passed]
+    def failed(self) -> NamedChecks:
+        """The failed checks; ``"tolerance:zipf:float32" in result.failed`` tests by name."""
+        return NamedChecks(c for c in self.checks if not c.passed)
 
     def to_json(self) -> dict:
         return {"candidate": self.candidate, "passed": self.passed, "k": self.k, "device": self.device,
@@ -143,7 +145,7 @@ def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed
 
 
 def tolerance_checks(spec: str, *, k: int, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float) -> list[GateCheck]:
+                     vocab: int, timeout: float, progress=None) -> list[GateCheck]:
     """``compare`` on every input family x dtype; the first failing recipe is the counterexample."""
     from equiv.candidate import load_candidate
     from equiv.compare import compare
@@ -155,6 +157,8 @@ def tolerance_checks(spec: str, *, k: int, device: str, dtypes, batch: int, seed
     for dtype in dtypes:
         for family in FAMILIES:
             name = f"tolerance:{family}:{dtype}"
+            if progress:
+                progress(name)
             if hung:
                 checks.append(GateCheck(name, False, "not run: an earlier call hung"))
                 continue
@@ -213,7 +217,8 @@ def mtp_checks(spec: str, *, device: str, seed: int, vocab: int, timeout: float)
 
 def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float = 60.0,
-             stages=("properties", "tolerance", "mtp")) -> GateResult:
+             stages=("properties", "tolerance", "mtp"), progress=None) -> GateResult:
+    """The verdict on ``spec``; ``progress(done, total, label)`` is told each unit of work."""
     from equiv.candidate import load_candidate
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
@@ -232,17 +237,29 @@ def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget
     t0 = time.perf_counter()
     checks: list[GateCheck] = []
     counts = {}
+    from equiv.inputs import FAMILIES
+
+    total = ("properties" in stages) + ("mtp" in stages) + ("tolerance" in stages) * len(FAMILIES) * len(dtypes)
+    done = [0]
+
+    def tick(label):
+        if progress:
+            progress(done[0], total, label)
+            done[0] += 1
+
     if "properties" in stages:
+        tick("properties")
         got = property_checks(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
                               timeout=plan["properties_timeout"])
         checks += got
         counts["properties"] = (sum(c.passed for c in got), len(got))
     if "tolerance" in stages:
         got = tolerance_checks(spec, k=k, device=device, dtypes=dtypes, batch=plan["batch"],
-                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout)
+                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout, progress=tick)
         checks += got
         counts["tolerance"] = (sum(c.passed for c in got), len(got))
     if "mtp" in stages and k == 1:
+        tick("mtp")
         hung = any("CallTimeout" in c.detail or "earlier call hung" in c.detail for c in checks)
         got = [GateCheck("mtp", False, "not run: the candidate hung in an earlier stage")] if hung else \
             mtp_checks(spec, device=device, seed=seed, vocab=vocab, timeout=plan["mtp_timeout"])

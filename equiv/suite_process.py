@@ -17,7 +17,8 @@ Plan
   ``.pytest_cache`` or ``.hypothesis`` behind in the caller's folder.
 - The suite is named ``--pyargs equiv.properties``: the installed package, or the checkout.
 - The child runs in its own process group; a time-out or an interrupt of the caller kills the
-  whole group (a candidate's own worker processes included) before the exception goes on.
+  whole group (a candidate's own worker processes included) before the exception goes on, and
+  ``kill_all`` kills every child still running (for the CLI's SIGINT/SIGTERM exit).
 - ``repro_line`` is the same command as one shell line (``shlex``), pasteable from the caller's
   folder: environment assignments, ``python -m pytest``, the arguments.
 """
@@ -100,12 +101,22 @@ class SuiteRun:
                 "tests": None if self.report is None else len(self.report.get("tests", []))}
 
 
+_LIVE: set = set()                              # children running now (gates may run in threads)
+
+
 def _kill_group(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def kill_all() -> None:
+    """Kill every suite subprocess still running (the CLI calls this on SIGINT/SIGTERM: the
+    children sit in their own process groups, so the terminal's signal does not reach them)."""
+    for proc in list(_LIVE):
+        _kill_group(proc)
 
 
 def run_suite(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
@@ -122,6 +133,7 @@ def run_suite(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace", start_new_session=True,
                                 env=environment(budget, storage=os.path.join(tmp, "hypothesis")))
+        _LIVE.add(proc)
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=timeout)
@@ -132,6 +144,8 @@ def run_suite(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
         except BaseException:                    # an interrupt of the caller: no orphan left behind
             _kill_group(proc)
             raise
+        finally:
+            _LIVE.discard(proc)
         try:
             with open(report_path) as f:
                 report = json.load(f)

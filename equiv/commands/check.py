@@ -1,17 +1,18 @@
 """``equiv check``: compare one candidate to the reference on one recipe (what REPRO lines run)."""
 from __future__ import annotations
 
-import json
+from equiv.commands import add_device, add_json, check_outputs, write_json
 
 
 def add_parser(sub):
     p = sub.add_parser("check", help="compare one candidate on one input recipe")
-    p.add_argument("--candidate", required=True, help="built-in name, pkg.mod:fn or file.py:fn")
+    p.add_argument("--candidate", required=True, metavar="SPEC",
+                   help="built-in path name, package.module:function or path/to/file.py:function")
     p.add_argument("--recipe", default="gaussian:seed=0,batch=4,vocab=129280,dtype=float32",
                    help="input recipe, family:key=value,... (default %(default)s)")
     p.add_argument("--k", type=int, default=1, help="top-k (default 1)")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_device(p)
+    add_json(p, "the result")
     p.set_defaults(run=run)
 
 
@@ -21,9 +22,11 @@ def run(args) -> int:
     from equiv.devices import resolve_device
     from equiv.inputs import Recipe
 
+    check_outputs(json=args.json_out)
     recipe = Recipe.parse(args.recipe)
     device = resolve_device(args.device)
     cand = load_candidate(args.candidate)
     result = compare(cand, recipe.build(device), k=args.k, recipe=recipe)
-    print(json.dumps(result.to_json(), indent=2) if args.json else result.summary())
+    write_json(args, result.to_json())
+    args.console.out(result.summary())
     return 0 if result.passed else 1
