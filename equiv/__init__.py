@@ -15,7 +15,7 @@ from equiv._version import __version__
 # Installed, ``equiv.reference``, ``equiv.properties`` and ``equiv.fixtures`` are sub-packages
 # (setup.py maps the repository's top-level folders there). Run from a checkout without an
 # install, the same names resolve to those top-level folders through this package's path.
-_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+_root = _os.path.dirname(_os.path.dirname(_os.path.realpath(__file__)))
 if not _os.path.isdir(_os.path.join(__path__[0], "reference")) and _os.path.isfile(
         _os.path.join(_root, "reference", "__init__.py")):
     __path__.append(_root)
