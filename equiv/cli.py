@@ -62,13 +62,15 @@ def _on_sigterm(signum, frame):
 
 
 def _end_now(code: int, console: Console) -> None:
-    """After SIGINT/SIGTERM: kill the suite's subprocesses, flush, and leave at once when other
-    threads still run (a candidate call under a time-out, a pool of gates): letting the
-    interpreter finalize under them aborts (``terminate called without an active exception``,
-    exit 134) or waits for them."""
-    suite = sys.modules.get("equiv.suite_process")
+    """After SIGINT/SIGTERM: kill the suite's subprocesses and the candidate workers, flush, and
+    leave at once when other threads still run (a candidate call under a time-out, a pool of
+    gates): letting the interpreter finalize under them aborts (``terminate called without an
+    active exception``, exit 134) or waits for them."""
+    suite, workers = sys.modules.get("equiv.suite_process"), sys.modules.get("equiv.run.supervisor")
     if suite is not None:
         suite.kill_all()
+    if workers is not None:                      # os._exit below skips the atexit that closes them
+        workers.close_all()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

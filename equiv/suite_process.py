@@ -45,11 +45,11 @@ def suite_dir() -> str:
 
 
 def absolute_spec(spec: str) -> str:
-    """``path/to/file.py:fn`` with an absolute path; other specs unchanged."""
-    target, sep, attr = str(spec).rpartition(":")
-    if sep and (target.endswith(".py") or "/" in target or os.sep in target):
-        return f"{os.path.abspath(target)}:{attr}"
-    return str(spec)
+    """``path/to/file.py:fn`` with an absolute path (``equiv.run.resolve_spec``); a built-in
+    name or a module spec unchanged."""
+    from equiv.run import resolve_spec
+
+    return resolve_spec(spec) if ":" in str(spec) else str(spec)
 
 
 def pytest_args(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int) -> list[str]:
