@@ -1,4 +1,4 @@
-"""Compare one path to the float64 reference: the pipeline of DESIGN.md.
+"""Compare one path to the float64 reference: the comparison pipeline (README, "The reference and its rules").
 
 Plan (each stage reports a ``CheckResult`` of the same shape: what differs, where, by how much,
 what was allowed)
