@@ -72,7 +72,15 @@ def pytest_configure(config):
     if worker is None:
         if getattr(config.option, "numprocesses", None):
             os.environ[_GPU_ENV] = str(_gpu_count())   # inherited by the workers xdist starts
-        if config.getoption("equiv_sweep_json", None):
+        path = config.getoption("equiv_sweep_json", None)
+        if path:
+            from equiv.atomic import check_outputs
+            from equiv.errors import UsageError
+
+            try:
+                check_outputs({"--equiv-sweep-json": path})
+            except UsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
             config.pluginmanager.register(_SweepRecorder(config), "equiv-sweep-recorder")
         return
     n_gpus = int(os.environ.get(_GPU_ENV, "0") or 0)

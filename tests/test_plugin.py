@@ -26,6 +26,8 @@ def test_profiles_are_registered_with_their_settings():
     (["--equiv-k=0"], "--equiv-k=0 is invalid"),
     (["--equiv-candidate=no_such_path"], "candidate 'no_such_path' is not a built-in path"),
     (["--equiv-report-json=/no/such/folder/r.json"], "folder '/no/such/folder' does not exist"),
+    (["--equiv-sweep-json=/no/such/folder/s.json"], "folder '/no/such/folder' does not exist"),
+    (["--equiv-report-json=/proc/r.json"], "cannot write in folder '/proc'"),
 ])
 def test_bad_options_stop_with_one_line(args, needle, tmp_path, capfd):
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
