@@ -23,11 +23,8 @@ atomically (a temporary file in the target's folder, then a rename).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import statistics
-import tempfile
 from dataclasses import asdict, dataclass, field
 
 from equiv.errors import NoDeviceError
@@ -251,25 +248,10 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
                        tuple(sized))
 
 
-def _atomic_write(path: str, write) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_json(result: BenchResult, path: str) -> None:
-    def write(tmp):
-        with open(tmp, "w") as f:
-            json.dump(result.to_json(), f, indent=2)
+    from equiv.atomic import write_json as _write
 
-    _atomic_write(path, write)
+    _write(path, result.to_json())
 
 
 def write_plot(result: BenchResult, path: str) -> None:
@@ -300,5 +282,11 @@ def write_plot(result: BenchResult, path: str) -> None:
     fig.suptitle(f"{result.device}: V={result.rows[0].vocab if result.rows else '?'}, "
                  f"read ceiling {result.ceiling_gbps:.0f} GB/s", fontsize=9)
     fig.tight_layout()
-    _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    import io
+
+    from equiv.atomic import atomic_write
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    atomic_write(path, buf.getvalue(), mode="wb")

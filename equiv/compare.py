@@ -1,4 +1,4 @@
-"""Compare one path to the float64 reference: the pipeline of DESIGN.md.
+"""Compare one path to the float64 reference: the comparison pipeline (README, "The reference and its rules").
 
 Plan (each stage reports a ``CheckResult`` of the same shape: what differs, where, by how much,
 what was allowed)
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from equiv import reference
-from equiv.errors import InvalidArgument
+from equiv.checks import NamedChecks
 from equiv.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ulp import get_format, ulp_error
 
@@ -90,8 +90,9 @@ class ComparisonResult:
     call_kind: str | None = None                  # how the call ended when not normally (equiv.run)
 
     @property
-    def failed_checks(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.ran and not c.passed]
+    def failed_checks(self) -> NamedChecks:
+        """The checks that ran and failed; ``"value" in result.failed_checks`` tests by name."""
+        return NamedChecks(c for c in self.checks if c.ran and not c.passed)
 
     def check(self, name: str) -> CheckResult:
         return next(c for c in self.checks if c.name == name)
@@ -370,7 +371,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     import torch
 
     from equiv.coverage import judged_rows
-    from equiv.validation import check_int
+    from equiv.validation import check_int, check_logits
 
     from equiv.inputs import Recipe
     from equiv.run import Raw, runner_for
@@ -381,11 +382,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
         inputs, logits = logits, logits.build("cpu")
         device = str(device or "cpu")
     else:
-        if not isinstance(logits, torch.Tensor):
-            logits = torch.as_tensor(logits, dtype=torch.float32)
-        if logits.dim() != 2:
-            raise InvalidArgument(f"logits has shape {list(logits.shape)}: expected a 2-D tensor "
-                                  f"[batch, vocab] (add a batch dimension with logits[None])")
+        logits = check_logits(logits)            # a [B, V] float tensor, or one-line InvalidArgument
         inputs, device = Raw.of(logits), str(logits.device)
     runner = runner_for(fn, device, timeout)
     name = name or runner.spec

@@ -22,15 +22,10 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 """
 from __future__ import annotations
 
-import json
-import math
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
+from equiv.checks import NamedChecks
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
@@ -97,8 +92,9 @@ class GateResult:
     calls: int = 0
 
     @property
-    def failed(self) -> list[GateCheck]:
-        return [c for c in self.checks if not c.passed]
+    def failed(self) -> NamedChecks:
+        """The failed checks; ``"tolerance:zipf:float32" in result.failed`` tests by name."""
+        return NamedChecks(c for c in self.checks if not c.passed)
 
     def stage(self, name: str) -> Stage:
         return next(s for s in self.stages if s.name == name)
@@ -168,32 +164,22 @@ def _fmt_timeout(timeout: float | None) -> str:
 
 def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
                     timeout: float | None, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
-    """Run ``pytest --pyargs equiv.properties`` on the candidate; each property is a check."""
-    with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
-        report = os.path.join(tmp, "properties.json")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-q", "-p", "no:cacheprovider",
-               f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-k={','.join(map(str, ks))}",
-               f"--equiv-dtype={','.join(dtypes)}", f"--equiv-budget={budget}",
-               f"--equiv-timeout={_fmt_timeout(timeout)}",
-               f"--equiv-report-json={report}", f"--hypothesis-seed={seed}"]
-        env = dict(os.environ, HYPOTHESIS_PROFILE="ci" if budget == "quick" else "nightly")
-        repro = ("REPRO: HYPOTHESIS_PROFILE=" + env["HYPOTHESIS_PROFILE"] + " python -m pytest "
-                 + " ".join(cmd[4:]).replace(f" --equiv-report-json={report}", ""))
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=stage_timeout, env=env,
-                                  cwd=os.getcwd())
-        except subprocess.TimeoutExpired:
-            c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
-                          repro=repro)
-            return [c], _stage("properties", [c])
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        try:
-            with open(report) as f:
-                tests = json.load(f)
-        except (OSError, ValueError):
-            c = GateCheck("properties", False, f"pytest exited {proc.returncode} without a report",
-                          counterexample=tail, repro=repro)
-            return [c], _stage("properties", [c])
+    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``: the
+    caller's folder, shielded from its pytest config) and turn each test into a check."""
+    from equiv.suite_process import run_suite
+
+    run = run_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                    timeout=stage_timeout, call_timeout=timeout)
+    repro, tail = run.repro, run.output_tail
+    if run.timed_out:
+        c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                      repro=repro)
+        return [c], _stage("properties", [c])
+    if run.report is None:
+        c = GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
+                      counterexample=tail, repro=repro)
+        return [c], _stage("properties", [c])
+    tests, returncode = run.report, run.returncode
     records = tests.get("tests", tests) if isinstance(tests, dict) else tests
     checks, skipped, examples = [], [], {}
     for t in records:
@@ -210,8 +196,8 @@ def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: in
                                 repro=None if passed else (t.get("repro") or repro),
                                 duration_s=float(t.get("duration") or 0.0)))
     failed = [c for c in checks if not c.passed]
-    if proc.returncode not in (0, 1) or (proc.returncode == 0) == bool(failed):
-        checks.append(GateCheck("properties", False, f"pytest exited {proc.returncode}, which its "
+    if returncode not in (0, 1) or (returncode == 0) == bool(failed):
+        checks.append(GateCheck("properties", False, f"pytest exited {returncode}, which its "
                                 f"{len(failed)} failing record(s) do not explain (an interrupted or "
                                 f"crashed run)", counterexample=tail, repro=repro))
     ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
@@ -354,7 +340,9 @@ def parse_ks(k) -> tuple:
 
 def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
-             stages=STAGES) -> GateResult:
+             stages=STAGES, progress=None) -> GateResult:
+    """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
+    stage as it starts."""
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
     from equiv.properties.subjects import parse_timeout
@@ -381,7 +369,9 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     else:
         stage_timeout = plan["properties_timeout"] if timeout is None else max(
             plan["properties_timeout"], 4 * timeout + 120)
-        for name in stages:
+        for n, name in enumerate(stages):
+            if progress:
+                progress(n, len(stages), name)
             if name == "properties":
                 got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
                                           seed=seed, timeout=timeout, stage_timeout=stage_timeout)
@@ -398,6 +388,8 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
                 got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
             checks += got
             done.append(st)
+        if progress:
+            progress(len(stages), len(stages), "done")
         done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
     effective = any(st.effective for st in done)
     return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),

@@ -1,5 +1,9 @@
 """Wiring of the property suite into pytest.
 
+- Collecting this suite makes the run an equiv run (``EQUIV_SUITE``; ``equiv.plugin.activate``):
+  the ``equiv-*`` Hypothesis profiles are registered (at import, so ``--hypothesis-profile
+  equiv-ci`` finds them) and loaded, the ``equiv_gpu`` marker exists, the options are checked.
+
 - ``subject``: every property test is parametrized over the subjects of ``equiv.properties.subjects``
   (the ``--equiv-candidate`` alone, or every built-in path read at collection time).
 - ``suite``: the ``equiv.properties.runner.Suite`` of one test; it skips, with the reason, a subject
@@ -16,7 +20,11 @@ import re
 
 import pytest
 
+from equiv.plugin import activate, register_profiles
 from equiv.properties.known_failures import KNOWN_FAILURES
+
+EQUIV_SUITE = True
+register_profiles()
 
 PROPERTY_ORDER = ("equivalence", "poisoned_batches", "raw_arrays", "adversarial_fixtures",
                   "repeated_calls", "bounds", "row_independence", "poison_never_leaks",
@@ -62,7 +70,9 @@ def property_of(item) -> str | None:
     return getattr(item, "originalname", item.name).removeprefix("test_")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    activate(config)
     config.addinivalue_line("markers", "own_k: the test chooses its own k (the suite fixture does not skip on k)")
 
 

@@ -37,7 +37,7 @@ class KnownFailure:
         return out
 
 
-_ONE = "hardcoded_one returns topk_p = 1.0 (the probability of a one-hot draft, DESIGN.md)"
+_ONE = "hardcoded_one returns topk_p = 1.0 (the probability of a one-hot draft: README, 'The paths')"
 
 KNOWN_FAILURES: dict[tuple[str, str], KnownFailure] = {
     ("hardcoded_one", "equivalence"): KnownFailure(

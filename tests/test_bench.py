@@ -3,7 +3,7 @@
 Plan: without a GPU the command must say so in one line and exit 2 (checked as a subprocess,
 as CI runs it); bad arguments exit 2 before any GPU work; the table, JSON and PNG writers are
 checked on a hand-made result (the JSON must read back equal, no temporary file may be left);
-on a GPU (marker ``gpu``) a small run must time every path at every point, with per-call
+on a GPU (marker ``equiv_gpu``) a small run must time every path at every point, with per-call
 times that are positive and a ceiling in a plausible range.
 """
 import json
@@ -12,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+
+import equiv
 import torch
 
 from equiv.bench import BenchResult, BenchRow, SizedCeiling, run_bench, write_json, write_plot
@@ -77,14 +79,14 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
 def test_json_and_plot_are_written_whole(tmp_path):
     res = _result()
     write_json(res, str(tmp_path / "b.json"))
-    assert json.loads((tmp_path / "b.json").read_text()) == res.to_json()
+    assert json.loads((tmp_path / "b.json").read_text()) == {"equiv_version": equiv.__version__, **res.to_json()}
     pytest.importorskip("matplotlib")
     write_plot(res, str(tmp_path / "b.png"))
     assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(os.listdir(tmp_path)) == ["b.json", "b.png"]   # no temporary files left
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_small_gpu_run_times_every_point():
     res = run_bench(dtypes=("bfloat16",), ks=(1, 2), batches=(1, 8), vocab=4097, replays=3)

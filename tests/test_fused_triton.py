@@ -180,7 +180,7 @@ GPU_LAYOUTS = {"default": FUSED,
                "one_chunk_idx2_cap1": with_layout(splits=1, cap=1, maxnreg=None)}
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("layout", GPU_LAYOUTS)
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
@@ -193,7 +193,7 @@ def test_gpu_full_vocab(family, batch, k, dtype, layout):
     check(GPU_LAYOUTS[layout], r, k, device="cuda")
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("vocab", TILE_EDGES + [151936])
@@ -203,7 +203,7 @@ def test_gpu_tile_edges(vocab, dtype):
               device="cuda")
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("k", [1, 4])
 @pytest.mark.parametrize("warm_on_capture_stream", [False, True])
