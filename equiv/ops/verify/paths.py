@@ -23,38 +23,68 @@ import inspect
 from equiv.errors import CandidateLoadError
 
 
-def torch_sampler(draft_token_ids, draft_probs, target_probs, generator):
+def acceptance_ratio(draft_token_ids, draft_probs, target_probs):
+    """``min(1, p_j(d_j) / q_j(d_j))`` ``[B, n]`` float32 (``q = 1`` for a one-hot draft)."""
+    d = draft_token_ids
+    p_d = target_probs[:, : d.shape[1]].gather(2, d[..., None])[..., 0]
+    if draft_probs is None:
+        return p_d.clamp(max=1.0)
+    return (p_d / draft_probs.gather(2, d[..., None])[..., 0]).clamp(max=1.0)
+
+
+def first_rejection(ratio, uniforms):
+    """``[B]``: the first position whose uniform is not under its ratio (n when none)."""
+    import torch
+
+    return torch.cumprod((uniforms < ratio).to(torch.int64), dim=1).sum(dim=1)
+
+
+def drawn_law(draft_token_ids, draft_probs, target_probs, stop):
+    """``[B, V]`` (a fresh tensor): the residual ``max(0, p - q)`` at the first rejection, or
+    ``p_n`` where every draft was accepted; unnormalised."""
     import torch
 
     d, p = draft_token_ids, target_probs
-    B, n = d.shape
-    V = p.shape[-1]
-    dev = p.device
-    rows = torch.arange(B, device=dev)
-    p_d = p[:, :n].gather(2, d[..., None])[..., 0]
-    if draft_probs is None:
-        ratio = p_d.clamp(max=1.0)
-    else:
-        ratio = (p_d / draft_probs.gather(2, d[..., None])[..., 0]).clamp(max=1.0)
-    u = torch.rand((B, n), generator=generator, device=dev)
-    accept = u < ratio
-    stop = torch.cumprod(accept.to(torch.int64), dim=1).sum(dim=1)          # first rejection, or n
+    n = d.shape[1]
+    rows = torch.arange(d.shape[0], device=p.device)
     rejected = (stop < n)[:, None]
     at = stop.clamp(max=n - 1)
-    law = p[rows, stop]                                                     # [B, V], a copy
+    law = p[rows, stop]
     if draft_probs is None:
         tok = d[rows, at][:, None]
         law.scatter_(1, tok, torch.where(rejected, 0.0, law.gather(1, tok)))
     else:                                          # rows that accepted all keep p_n as it is
         law.addcmul_(draft_probs[rows, at], rejected.to(law.dtype), value=-1.0).clamp_(min=0.0)
+    return law
+
+
+def inverse_cdf(law, uniforms):
+    """``[B, 1]``: one token per row of the unnormalised ``law`` for ``uniforms [B, 1]``."""
+    import torch
+
     cdf = torch.cumsum(law, dim=1)
     total = cdf[:, -1:]
-    target = torch.rand((B, 1), generator=generator, device=dev) * total
-    target = torch.minimum(target, torch.nextafter(total, torch.zeros_like(total)))  # < total: a token of mass > 0
-    drawn = torch.searchsorted(cdf, target, right=True)
-    cols = torch.arange(n + 1, device=dev)
+    target = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target, right=True)      # target < total: a token of mass > 0
+
+
+def emit(draft_token_ids, stop, drawn):
+    """``[B, n+1]``: accepted drafts, the drawn token at ``stop``, then -1."""
+    import torch
+
+    d = draft_token_ids
+    cols = torch.arange(d.shape[1] + 1, device=d.device)
     out = torch.where(cols < stop[:, None], torch.cat([d, d[:, :1]], 1), -1)
     return out.scatter(1, stop[:, None], drawn)
+
+
+def torch_sampler(draft_token_ids, draft_probs, target_probs, generator):
+    import torch
+
+    d, q, p = draft_token_ids, draft_probs, target_probs
+    uniforms = torch.rand((d.shape[0], d.shape[1] + 1), generator=generator, device=p.device)
+    stop = first_rejection(acceptance_ratio(d, q, p), uniforms[:, :-1])
+    return emit(d, stop, inverse_cdf(drawn_law(d, q, p, stop), uniforms[:, -1:]))
 
 
 def reference_sampler(draft_token_ids, draft_probs, target_probs, generator):
