@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from equiv.errors import InvalidArgument
 from equiv.mtp.statistics import pit, sampling_fit
 from equiv.ops.verify.calls import run_draws
 from equiv.ops.verify.recipes import VerifyRecipe
@@ -116,8 +117,11 @@ def _law(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
     from equiv.reference import verify as ref
 
     pr = recipe.make_problems()
-    alpha = ref.acceptance_probabilities(pr.tokens, pr.draft, pr.target)
-    return _Law(alpha, ref.drawn_laws(pr.tokens, pr.draft, pr.target) if with_drawn else None)
+    try:
+        alpha = ref.acceptance_probabilities(pr.tokens, pr.draft, pr.target)
+        return _Law(alpha, ref.drawn_laws(pr.tokens, pr.draft, pr.target) if with_drawn else None)
+    except ValueError as exc:                      # the recipe, not the candidate, is at fault
+        raise InvalidArgument(f"verify recipe {recipe} has no well-defined law: {exc}") from None
 
 
 def _stops(recipe, outputs):

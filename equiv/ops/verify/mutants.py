@@ -52,12 +52,15 @@ def _uniforms(d, p, generator):
     return torch.rand((d.shape[0], d.shape[1] + 1), generator=generator, device=p.device)
 
 
-def _sampler(d, q, p, generator, *, ratio=None, law=None, stop=None):
-    """``torch_sampler`` with any of its steps given from outside."""
+def _sampler(d, q, p, generator, *, ratio=None, law=None, accept_u=None, draw_u=None):
+    """``torch_sampler`` with any of its steps given from outside: the ratio, the drawn law
+    (a function of ``stop``), the uniforms of the accept test (of ``u``) or of the draw (of
+    ``u, stop``)."""
     u = _uniforms(d, p, generator)
-    stop = first_rejection(acceptance_ratio(d, q, p) if ratio is None else ratio, u[:, :-1]) if stop is None else stop
+    ratio = acceptance_ratio(d, q, p) if ratio is None else ratio
+    stop = first_rejection(ratio, u[:, :-1] if accept_u is None else accept_u(u))
     law = drawn_law(d, q, p, stop) if law is None else law(stop)
-    return emit(d, stop, inverse_cdf(law, u[:, -1:]))
+    return emit(d, stop, inverse_cdf(law, u[:, -1:] if draw_u is None else draw_u(u, stop)))
 
 
 @mutant("ratio in another precision", "the ratio p(d) / q(d) is computed in float16: a draft "
@@ -113,9 +116,7 @@ def target_zeroed_in_place(d, q, p, g):
 @mutant("uniform degenerates to accept-all", "the uniforms are cast to the token dtype (int64): "
         "u = 0, so every draft with p(d) > 0 is accepted", "acceptance")
 def uniform_cast_to_int(d, q, p, g):
-    u = _uniforms(d, p, g)
-    stop = first_rejection(acceptance_ratio(d, q, p), u[:, :-1].to(d.dtype))
-    return emit(d, stop, inverse_cdf(drawn_law(d, q, p, stop), u[:, -1:]))
+    return _sampler(d, q, p, g, accept_u=lambda u: u[:, :-1].to(d.dtype))
 
 
 @mutant("greedy output not greedy decoding", "a fast path for one-hot targets accepts while the "
@@ -167,12 +168,12 @@ def bonus_from_previous_position(d, q, p, g):
 @mutant("one uniform for two draws", "the uniform that rejected the draft is reused to draw the "
         "recovered token, so the residual draw leans to the top of its CDF", "distribution")
 def reused_uniform(d, q, p, g):
-    u = _uniforms(d, p, g)
-    stop = first_rejection(acceptance_ratio(d, q, p), u[:, :-1])
     n = d.shape[1]
-    reuse = u.gather(1, stop.clamp(max=n - 1)[:, None])
-    draw_u = torch.where((stop < n)[:, None], reuse, u[:, -1:])
-    return emit(d, stop, inverse_cdf(drawn_law(d, q, p, stop), draw_u))
+
+    def draw_u(u, stop):
+        reuse = u.gather(1, stop.clamp(max=n - 1)[:, None])
+        return torch.where((stop < n)[:, None], reuse, u[:, -1:])
+    return _sampler(d, q, p, g, draw_u=draw_u)
 
 
 @_register(LEGAL_VARIANTS, "legal", "draws the token by an exponential race, argmax(law / E) with "

@@ -24,7 +24,7 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
 - ``equal``: ``q == p`` bit for bit (everything accepted, every row draws a bonus);
 - ``disjoint``: p and q live on complementary halves of the vocabulary (nothing accepted);
 - ``tiny_q``: the draft token has ``q = 2**-32`` and ``p = 0.3 q`` (acceptance 0.3; both underflow
-  in float16);
+  in float16), at a token where q exceeded p (so the residual keeps mass; ``p = q`` when none);
 - ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
 - ``ties``: the top ``ties`` tokens of p and of q are exact ties;
 - ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
@@ -35,11 +35,11 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from equiv.errors import InvalidArgument
+from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_float, check_int
 
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
@@ -92,32 +92,12 @@ class VerifyRecipe:
         return min(self.problems, self.batch)
 
     def __str__(self) -> str:
-        defaults = VerifyRecipe()
-        shown = ("seed", "batch", "n", "vocab")
-        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
-                 if f.name != "family" and (f.name in shown or getattr(self, f.name) != getattr(defaults, f.name))]
-        return f"{self.family}:" + ",".join(parts)
+        return recipe_str(self, always=("seed", "batch", "n", "vocab"))
 
     @classmethod
     def parse(cls, text: str) -> "VerifyRecipe":
         """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
-        text = str(text).strip()
-        family, _, rest = text.partition(":")
-        kwargs: dict = {"family": family.strip() or "realistic"}
-        types = {f.name: f.type for f in fields(cls)}
-        for item in filter(None, (s.strip() for s in rest.split(","))):
-            key, eq, value = item.partition("=")
-            key = key.strip()
-            if not eq or key not in types or key == "family":
-                raise InvalidArgument(f"verify recipe item {item!r} in {text!r} is invalid: write key=value "
-                                      f"with key one of {', '.join(n for n in types if n != 'family')}")
-            conv = {"int": int, "float": float}.get(str(types[key]), str)
-            try:
-                kwargs[key] = conv(value.strip())
-            except ValueError:
-                raise InvalidArgument(f"verify recipe item {item!r}: {key} must be {types[key]}, "
-                                      f"got {value!r}") from None
-        return cls(**kwargs)
+        return recipe_parse(cls, text, what="verify recipe")
 
     def _repr_pretty_(self, printer, cycle):
         printer.text(f"VerifyRecipe.parse({str(self)!r})")
@@ -203,9 +183,12 @@ def _one_problem(r: VerifyRecipe, i: int):
     if fam == "tiny_q":
         d = np.empty(n, dtype=np.int64)
         for j in range(n):
-            d[j] = np.argsort(p[j])[V // 2] if V > 1 else 0               # a mid-ranked token
+            # A token where q exceeds p by far more than rounding: making both tiny there moves
+            # q's surplus onto the other tokens, so the residual keeps a mass >= that surplus.
+            over = np.flatnonzero(q[j].astype(np.float64) > p[j].astype(np.float64) + 1e-6)
+            d[j] = over[np.argsort(p[j][over], kind="stable")[over.size // 2]] if over.size else 0
             q[j, d[j]] = np.float32(TINY_Q)
-            p[j, d[j]] = np.float32(TINY_RATIO * TINY_Q)
+            p[j, d[j]] = np.float32(TINY_RATIO * TINY_Q if over.size else TINY_Q)
     elif r.draft == "onehot":
         d = np.argmax(q, axis=1).astype(np.int64)
     else:

@@ -1,0 +1,93 @@
+"""The pre-merge gate of a verifier (``equiv gate --op verify``): one verdict with its evidence.
+
+Plan
+----
+1. Load the verifier (an unloadable spec is a usage error, exit 2, before any work).
+2. ``properties``: the exact verify properties of ``properties/test_verify.py`` through pytest in
+   a subprocess (``--equiv-op verify``), as the draft gate runs its suite: Hypothesis-drawn
+   recipes (shrunk on failure) and the fixed contract plan (``plans.contract_cases``: every
+   family x draft kind, n from 1 to 8, V from 1 to 129280, padded rows). One gate check per test.
+3. ``statistics``: the statistical plan of the budget through the judge, in this process: the
+   exact checks (contract, support, greedy) again on its large batches, then acceptance
+   (binomial) and distribution (chi-square) at the family-wise alpha of ``judge.FAMILY_ALPHA``;
+   one gate check per judge check.
+The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
+``--junit`` outputs are the draft gate's.
+"""
+from __future__ import annotations
+
+import time
+
+from equiv.validation import check_choice, check_choices, check_float, check_int
+
+STAGES = ("properties", "statistics")
+DEFAULT_STAGES = STAGES
+_PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
+
+
+def _gate_checks(stage: str, verdict, duration_s: float) -> list:
+    from equiv.gate import GateCheck
+
+    share = duration_s / max(len(verdict.checks), 1)
+    return [GateCheck(f"{stage}:{c.check}", c.passed, c.detail,
+                      counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
+                      repro=None if c.passed else c.repro, duration_s=share)
+            for c in verdict.checks]
+
+
+def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
+                    timeout: float = 60.0, stages=DEFAULT_STAGES, progress=None):
+    """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
+    from equiv.devices import resolve_device
+    from equiv.gate import GateResult, property_checks
+    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.paths import load_verifier
+    from equiv.ops.verify.plans import BUDGETS, plan
+
+    budget = check_choice("budget", budget, BUDGETS)
+    seed = check_int("seed", seed, min_value=0)
+    timeout = check_float("timeout", timeout, min_value=0.0, exclusive_min=True)
+    stages = check_choices("stages", stages, STAGES)
+    device = resolve_device(device)
+    cand = load_verifier(spec)                     # CandidateLoadError -> exit 2, before any work
+    spec = cand.spec
+    t0 = time.perf_counter()
+    checks, counts = [], {}
+    if "properties" in stages:
+        got = property_checks(spec, k=1, device=device, dtypes=("float32",), budget=budget, seed=seed,
+                              timeout=_PROPERTY_TIMEOUT[budget], op="verify", select="not verify_statistics")
+        checks += got
+        counts["properties"] = (sum(c.passed for c in got), len(got))
+    if "statistics" in stages:
+        if any("did not return within" in c.detail for c in checks):
+            from equiv.gate import GateCheck
+
+            got = [GateCheck("statistics", False, "not run: the verifier hung in an earlier stage")]
+        else:
+            s0 = time.perf_counter()
+            verdict = run_judge(cand, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
+                                seed=seed, timeout=timeout, progress=progress)
+            got = _gate_checks("statistics", verdict, time.perf_counter() - s0)
+        checks += got
+        counts["statistics"] = (sum(c.passed for c in got), len(got))
+    return GateResult(candidate=spec, passed=bool(checks) and all(c.passed for c in checks),
+                      checks=tuple(checks), k=0, device=device, dtypes=("float32",), budget=budget,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=counts, op="verify")
+
+
+def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
+                     timeout: float = 60.0):
+    """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
+    statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
+    from equiv.devices import resolve_device
+    from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
+    from equiv.ops.verify.paths import load_verifier
+    from equiv.ops.verify.recipes import VerifyRecipe
+
+    recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
+    calls = check_int("calls", calls, min_value=1)
+    seed = check_int("seed", seed, min_value=0)
+    device = resolve_device(device)
+    cand = load_verifier(spec)
+    case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
+    return run_judge(cand, [case], device=device, spec=cand.spec, seed=seed, timeout=timeout)
