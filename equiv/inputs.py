@@ -40,7 +40,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from equiv.errors import InvalidArgument
 from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_float, check_int
 
