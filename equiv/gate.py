@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ BUDGETS = {
 
 
 _STAGE_PREFIX = {"properties": "property", "tolerance": "tolerance", "mtp": "mtp"}
+OPS = ("draft_topk", "verify")
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,14 @@ class GateResult:
     seed: int
     duration_s: float
     stages: dict = field(default_factory=dict)
+    op: str = "draft_topk"
 
     @property
     def failed(self) -> list[GateCheck]:
         return [c for c in self.checks if not c.passed]
 
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "passed": self.passed, "k": self.k, "device": self.device,
+        return {"op": self.op, "candidate": self.candidate, "passed": self.passed, "k": self.k, "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "stages": self.stages,
                 "checks": [c.to_json() for c in self.checks]}
@@ -81,11 +84,12 @@ class GateResult:
     def summary(self, shown_per_stage: int = 2) -> str:
         """Compact verdict: a line per stage, then the first failures of each with evidence."""
         verdict = "PASS" if self.passed else "FAIL"
-        lines = [f"equiv gate: {self.candidate} (k={self.k}, {self.device}, "
-                 f"{'/'.join(self.dtypes)}, budget {self.budget}, seed {self.seed}): {verdict} "
-                 f"in {self.duration_s:.1f} s"]
+        what = (f"k={self.k}, {self.device}, {'/'.join(self.dtypes)}" if self.op == "draft_topk"
+                else f"op {self.op}, {self.device}")
+        lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
+                 f"{verdict} in {self.duration_s:.1f} s"]
         for stage, (n_pass, n_all) in self.stages.items():
-            prefix = _STAGE_PREFIX[stage]
+            prefix = _STAGE_PREFIX.get(stage, stage)
             failed = [c for c in self.failed if c.name.split(":")[0] in (prefix, stage)]
             status = "pass" if n_pass == n_all else "FAIL"
             line = f"  {status:<4} {stage:<11} {n_pass}/{n_all} checks passed"
@@ -115,17 +119,18 @@ def _timed(fn, *args, **kwargs):
 
 
 def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
-                    timeout: float) -> list[GateCheck]:
+                    timeout: float, op: str = "draft_topk", select: str | None = None) -> list[GateCheck]:
     """Run ``pytest --pyargs equiv.properties`` on the candidate and turn each test into a check."""
     with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
         report = os.path.join(tmp, "properties.json")
         cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-q", "-p", "no:cacheprovider",
-               f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-k={k}",
-               f"--equiv-dtype={','.join(dtypes)}", f"--equiv-budget={budget}",
+               f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-budget={budget}",
                f"--equiv-report-json={report}", f"--hypothesis-seed={seed}"]
+        cmd += [f"--equiv-k={k}", f"--equiv-dtype={','.join(dtypes)}"] if op == "draft_topk" else [f"--equiv-op={op}"]
+        cmd += ["-k", select] if select else []
         env = dict(os.environ, HYPOTHESIS_PROFILE="ci" if budget == "quick" else "nightly")
         repro = ("REPRO: HYPOTHESIS_PROFILE=" + env["HYPOTHESIS_PROFILE"] + " python -m pytest "
-                 + " ".join(cmd[4:]).replace(f" --equiv-report-json={report}", ""))
+                 + shlex.join(cmd[4:]).replace(f" --equiv-report-json={report}", ""))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                                   cwd=tmp)
@@ -228,7 +233,14 @@ def mtp_checks(spec: str, *, device: str, seed: int, vocab: int, timeout: float)
 
 def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float = 60.0,
-             stages=("properties", "tolerance", "mtp")) -> GateResult:
+             stages=None, op: str = "draft_topk") -> GateResult:
+    """The gate of ``op``: the draft top-k here; ``verify`` is ``equiv.ops.verify.gate``'s."""
+    if check_choice("op", op, OPS) == "verify":
+        from equiv.ops.verify.gate import DEFAULT_STAGES, run_verify_gate
+
+        return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
+                               stages=stages or DEFAULT_STAGES)
+    stages = stages or ("properties", "tolerance", "mtp")
     from equiv.candidate import load_candidate
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
