@@ -7,6 +7,9 @@
 - ``--equiv-k K``: the k the candidate is judged at (default 1).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-op draft_topk|verify``: which operation's properties run (default draft_topk); with
+  ``verify`` the candidate is a verifier ``fn(draft_token_ids, draft_probs, target_probs,
+  generator)`` and only the verify properties (properties/test_verify.py) are collected.
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
 Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are registered here and picked by the
@@ -46,6 +49,8 @@ def pytest_addoption(parser, pluginmanager):
                     help="the k the candidate is judged at (default 1)")
     group.addoption("--equiv-budget", default="full", choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full: the profile's counts")
+    group.addoption("--equiv-op", default="draft_topk", choices=("draft_topk", "verify"),
+                    help="the operation judged: draft_topk (default) or verify (a rejection sampler)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -82,7 +87,11 @@ def _validate(config) -> None:
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
         spec = config.getoption("equiv_candidate")
-        if spec:
+        if spec and config.getoption("equiv_op") == "verify":
+            from equiv.ops.verify.paths import load_verifier
+
+            load_verifier(spec)
+        elif spec:
             from equiv.candidate import load_candidate
 
             load_candidate(spec)
@@ -97,6 +106,7 @@ def _validate(config) -> None:
 @pytest.hookimpl(tryfirst=True)                  # before Hypothesis loads --hypothesis-profile
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped when none is present")
+    config.addinivalue_line("markers", "equiv_op(name): a property of that operation (default draft_topk)")
     try:
         register_profiles()
     except ImportError:                          # hypothesis missing: property tests will say so
@@ -188,7 +198,7 @@ class JsonReport:
         for t in tests:
             counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
         options = {name: self.config.getoption(f"equiv_{name}")
-                   for name in ("candidate", "device", "dtype", "k", "budget")}
+                   for name in ("op", "candidate", "device", "dtype", "k", "budget")}
         doc = {"exitstatus": int(exitstatus), "profile": os.environ.get("HYPOTHESIS_PROFILE", "dev"),
                "options": options, "counts": counts, "tests": tests}
         atomic_write(self.path, json.dumps(doc, indent=2, default=str) + "\n")

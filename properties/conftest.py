@@ -38,7 +38,14 @@ def _test_id(subject) -> str:
     return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.name)
 
 
+def op_of(item) -> str:
+    marker = item.get_closest_marker("equiv_op")
+    return marker.args[0] if marker else "draft_topk"
+
+
 def pytest_generate_tests(metafunc):
+    if metafunc.config.getoption("equiv_op") != "draft_topk":
+        return                                   # the draft properties are deselected below
     if "subject" in metafunc.fixturenames:
         _, subjects = _options(metafunc.config)
         metafunc.parametrize("subject", subjects, ids=[_test_id(s) for s in subjects])
@@ -67,6 +74,11 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    op = config.getoption("equiv_op")
+    other = [item for item in items if op_of(item) != op]
+    if other:                                    # --equiv-op picks one operation's properties
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if op_of(item) == op]
     slots = [i for i, item in enumerate(items) if property_of(item) is not None]
     order = {name: n for n, name in enumerate(PROPERTY_ORDER)}
     ordered = sorted((items[i] for i in slots), key=lambda it: order.get(property_of(it), len(order)))
