@@ -75,6 +75,14 @@ def _check_signature(spec: str, fn) -> None:
             f"it must take two positional arguments") from None
 
 
+def split_spec(spec: str) -> tuple[str, str, bool]:
+    """``(target, attribute, is_file)`` of a ``module:fn`` or ``file.py:fn`` spec (no import)."""
+    target, _, attr = spec.strip().rpartition(":")
+    if not target or not attr:
+        raise CandidateLoadError(f"candidate {spec!r}: both sides of ':' must be non-empty")
+    return target, attr, target.endswith(".py") or os.sep in target or "/" in target
+
+
 def load_candidate(spec) -> Candidate:
     """A ``Candidate`` for a built-in name, ``package.module:function`` or ``file.py:function``.
 
@@ -101,10 +109,8 @@ def load_candidate(spec) -> Candidate:
 def resolve_callable(spec: str):
     """The callable a ``package.module:function`` or ``file.py:function`` spec names (any
     signature: each operation checks its own)."""
-    target, _, attr = spec.rpartition(":")
-    if not target or not attr:
-        raise CandidateLoadError(f"candidate {spec!r}: both sides of ':' must be non-empty")
-    if target.endswith(".py") or os.sep in target or "/" in target:
+    target, attr, is_file = split_spec(spec)
+    if is_file:
         module = _load_file(spec, target)
     else:
         module = _load_module(spec, target)

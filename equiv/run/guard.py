@@ -1,0 +1,164 @@
+"""Inputs that cross to the worker, and the guard bands they sit in there.
+
+Plan
+----
+- What crosses the process boundary is a *description* of the input, never a live tensor: an
+  ``equiv.Recipe`` (the worker builds the logits itself, bit-identical, on its device), a ``Raw``
+  array (element-level values, for small or transformed inputs), or any picklable object with
+  ``build(device)`` returning a tensor or a tuple of tensors (the verify operation's triples).
+  ``Seeded(seed)`` crosses as a seed and becomes a ``torch.Generator`` on the worker's device.
+- ``guarded(t)`` copies each input tensor into a larger buffer: the rows keep the stride they were
+  built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row and a band
+  after the last row hold canary values (large finite numbers, which also win an argmax that
+  reads past the row). ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
+  snapshot: ONE rule for "modified its input", used everywhere. A rewrite that keeps the value
+  (a NaN with another payload, +0 for -0) still fails: the logits buffer is shared with the
+  engine's other readers, and a kernel that writes into it is a race whatever it writes. Changed
+  elements are reported with their bit patterns in hex.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GUARD_MIN = 64                                   # canary elements after the last row, at least
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Element-level input values: ``values`` (float32/float16 NumPy, or uint16 bit patterns of
+    bfloat16), the ``dtype`` to build, and ``pad`` extra elements per row (non-contiguous rows)."""
+
+    values: np.ndarray
+    dtype: str = "float32"
+    pad: int = 0
+
+    @classmethod
+    def of(cls, tensor, pad: int | None = None) -> "Raw":
+        """The exact values of a CPU or GPU tensor (its row padding kept unless ``pad`` given)."""
+        import torch
+
+        t = tensor.detach()
+        dtype = str(t.dtype).removeprefix("torch.")
+        if pad is None:
+            pad = int(t.stride(-2) - t.shape[-1]) if t.dim() >= 2 and t.shape[-1] and t.stride(-1) == 1 else 0
+            pad = max(pad, 0)
+        if t.dtype == torch.bfloat16:
+            vals = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
+        else:
+            vals = t.contiguous().cpu().numpy()
+        return cls(np.array(vals, copy=True), dtype, pad)
+
+    def build(self, device="cpu"):
+        import torch
+
+        if self.dtype == "bfloat16":
+            t = torch.from_numpy(np.ascontiguousarray(self.values).view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(np.ascontiguousarray(self.values)).to(getattr(torch, self.dtype))
+        t = t.to(device)
+        if self.pad and t.dim() >= 2:
+            buf = torch.zeros(t.shape[:-1] + (t.shape[-1] + self.pad,), dtype=t.dtype, device=device)
+            buf[..., : t.shape[-1]] = t
+            t = buf[..., : t.shape[-1]]
+        return t
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """A ``torch.Generator`` seeded with ``seed``, made on the worker's device."""
+
+    seed: int
+
+    def make(self, device):
+        import torch
+
+        g = torch.Generator(device=device)
+        g.manual_seed(int(self.seed))
+        return g
+
+
+def _canary(dtype):
+    import torch
+
+    if dtype.is_floating_point:
+        return 6e4 if dtype == torch.float16 else 1e4     # finite, and larger than any logit drawn
+    if dtype == torch.bool:
+        return True
+    return -7777                                          # an int that is no token id
+
+
+def _bits(t):
+    import torch
+
+    size = t.element_size()
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8)
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
+
+
+class Guarded:
+    """One input tensor inside its canary buffer, with a snapshot of the whole buffer."""
+
+    def __init__(self, t, name: str = "input"):
+        import torch
+
+        self.name = name
+        shape = tuple(t.shape)
+        last = shape[-1] if shape else 1
+        stride = last
+        if t.dim() >= 2 and t.stride(-1) == 1 and t.stride(-2) > last:
+            stride = int(t.stride(-2))           # keep the rows as strided as they were built
+        rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+        self.rows, self.last, self.stride = rows, last, stride
+        guard = max(GUARD_MIN, stride)
+        self.buffer = torch.full((rows * stride + guard,), _canary(t.dtype), dtype=t.dtype, device=t.device)
+        self.tensor = self.buffer[: rows * stride].view(rows, stride)[:, :last].view(shape)
+        self.tensor.copy_(t)
+        self.snapshot = self.buffer.clone()
+
+    def problem(self, when: str) -> str | None:
+        """None if the buffer is bit-identical to its snapshot, else what changed and where."""
+        import torch
+
+        now, was = _bits(self.buffer), _bits(self.snapshot)
+        if torch.equal(now, was):
+            return None
+        diff = (now != was).nonzero().flatten().cpu()
+        n_body = 0
+        first_body = first_guard = None
+        for pos in diff.tolist():
+            row, col = divmod(pos, self.stride)
+            inside = row < self.rows and col < self.last
+            n_body += inside
+            if inside and first_body is None:
+                first_body = (pos, row, col)
+            if not inside and first_guard is None:
+                first_guard = (pos, row, col)
+        parts = []
+        if first_body is not None:
+            pos, row, col = first_body
+            parts.append(f"modified its {self.name} {when}: {n_body} element(s) changed, first at "
+                         f"[{row}, {col}]: {self._show(self.snapshot, pos)} -> {self._show(self.buffer, pos)}")
+        n_guard = diff.numel() - n_body
+        if first_guard is not None:
+            pos, row, col = first_guard
+            where = "after the last row" if row >= self.rows else f"in the padding of row {row}"
+            parts.append(f"wrote past its {self.name} {when}: {n_guard} canary element(s) changed, "
+                         f"first {where} (offset {pos}): {self._show(self.snapshot, pos)} -> "
+                         f"{self._show(self.buffer, pos)}")
+        return "; ".join(parts)
+
+    @staticmethod
+    def _show(buf, pos: int) -> str:
+        item = buf[pos:pos + 1]
+        bits = int(_bits(item).cpu().item()) & ((1 << (8 * item.element_size())) - 1)
+        width = 2 * item.element_size()
+        return f"0x{bits:0{width}x} ({item.float().item() if item.dtype.is_floating_point else item.item()})"
+
+
+def build_inputs(inputs, device) -> list:
+    """The tensors ``inputs`` describes, on ``device`` (a tensor, or a tuple of tensors/None)."""
+    built = inputs.build(device)
+    return list(built) if isinstance(built, (tuple, list)) else [built]

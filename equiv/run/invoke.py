@@ -1,0 +1,157 @@
+"""The one piece of code that calls a candidate (in the worker process, or in-process for our own
+built-in paths), and the checks that need the live tensors.
+
+Plan of ``invoke`` (one call)
+1. Build the inputs from their description on the device, each inside a guard band
+   (``equiv.run.guard``); a ``Seeded`` argument becomes a ``torch.Generator``.
+2. Call ``fn(*inputs, *extra)``. An ``Exception`` is a ``raised`` outcome with its traceback; any
+   other ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``, a custom
+   one) is ``interrupt``: the candidate cannot end or fake the run by raising.
+3. Check the guard bands right after the return, again after the device synchronizes (an
+   asynchronous kernel fault surfaces there too), and the outputs of the previous call: a
+   candidate that hands out views of one static buffer overwrites them now.
+4. Move the outputs to the host (``equiv.run.outcome.to_host``).
+``settle`` ends a stage: after a short wait it checks once more every input of the stage's recent
+calls (a late write from a thread or a stream that outlives the call) and the last outputs.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+
+from equiv.run.guard import Guarded, Seeded, build_inputs
+from equiv.run.outcome import CallOutcome, failed, to_host
+
+KEEP_LIVE = 4                                    # inputs kept for the end-of-stage re-check
+SETTLE_S = 0.2                                   # wait before that re-check
+
+
+class CallState:
+    """What a runner remembers between calls: recent guarded inputs and the last outputs."""
+
+    def __init__(self):
+        self.live: list[Guarded] = []
+        self.prev_outputs: list = []             # (tensor, snapshot) of the previous call
+        self.broken = False                      # the device context cannot be trusted any more
+
+    def remember(self, guards, outputs) -> None:
+        self.live = (self.live + [g for g in guards if g is not None])[-KEEP_LIVE:]
+        self.prev_outputs = [(t, t.detach().clone()) for t in outputs]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _sync(device) -> None:
+    import torch
+
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _outputs_overwritten(state: CallState) -> str | None:
+    import torch
+
+    for n, (t, snap) in enumerate(state.prev_outputs):
+        same = torch.equal(t, snap) or (t.is_floating_point() and torch.equal(t.isnan(), snap.isnan())
+                                        and torch.equal(t.nan_to_num(), snap.nan_to_num()))
+        if not same:
+            return (f"overwrote the outputs of its previous call (output {n} changed after the next call): "
+                    f"it returns views of a buffer it reuses, so a caller that keeps topk_p across "
+                    f"draft steps reads the wrong values")
+    return None
+
+
+def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None,
+           input_names=("logits",)) -> CallOutcome:
+    """Call ``fn`` once on the inputs ``inputs`` describes (module docstring)."""
+    state = state if state is not None else CallState()
+    t0 = time.perf_counter()
+    try:
+        built = build_inputs(inputs, device)
+    except Exception as exc:                     # our own input builder: not the candidate's fault
+        raise RuntimeError(f"could not build the input {inputs}: {_first_line(exc)}") from exc
+    guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"input {i}")
+              for i, t in enumerate(built)]
+    args = [None if g is None else g.tensor for g in guards]
+    args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
+    late = next((p for p in (g.problem("after returning from an earlier call") for g in state.live) if p), None)
+    try:
+        out = fn(*args)
+    except Exception as exc:
+        try:
+            _sync(device)
+        except Exception:
+            state.broken = True
+        return failed("raised", f"raised {_first_line(exc)}", traceback=traceback.format_exc(),
+                      seconds=time.perf_counter() - t0)
+    except BaseException as exc:                 # noqa: B036 - the candidate may not end the run
+        return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
+                                   f"end or interrupt the run)", traceback=traceback.format_exc(),
+                      seconds=time.perf_counter() - t0)
+    problem = next((p for p in (g.problem("during the call") for g in guards if g is not None) if p), None)
+    try:
+        _sync(device)
+    except Exception as exc:
+        state.broken = True
+        return failed("raised", f"raised {_first_line(exc)} when the device synchronized after the call "
+                                f"(an asynchronous kernel fault)", traceback=traceback.format_exc(),
+                      seconds=time.perf_counter() - t0)
+    problem = problem or next((p for p in (g.problem("after the device synchronized") for g in guards
+                                           if g is not None) if p), None)
+    problem = problem or _outputs_overwritten(state) or late
+    try:
+        value = to_host(out)
+    except Exception as exc:
+        return failed("raised", f"its outputs could not be read: {_first_line(exc)}",
+                      traceback=traceback.format_exc(), seconds=time.perf_counter() - t0)
+    state.remember(guards, _tensors(out))
+    dt = time.perf_counter() - t0
+    if problem is not None:
+        return CallOutcome(ok=False, value=value, kind="input", problem=problem, seconds=dt)
+    return CallOutcome(ok=True, value=value, seconds=dt)
+
+
+def settle(state: CallState, wait: float = SETTLE_S) -> str | None:
+    """End of a stage: after ``wait`` seconds, the recent inputs and the last outputs once more."""
+    if not state.live and not state.prev_outputs:
+        return None
+    time.sleep(wait)
+    problem = next((p for p in (g.problem("after returning (seen at the end of the stage)")
+                                for g in state.live) if p), None)
+    problem = problem or _outputs_overwritten(state)
+    state.live, state.prev_outputs = [], []
+    return problem
+
+
+def run_probe(fn, target: str, payload, device="cpu"):
+    """Run our trusted ``module:function(fn, device, payload)`` (a probe needs the live callable:
+    CUDA graphs, many calls in a row); its exceptions become outcomes like a call's."""
+    import importlib
+
+    t0 = time.perf_counter()
+    module, _, name = target.partition(":")
+    probe = getattr(importlib.import_module(module), name)
+    try:
+        result = probe(fn, device, payload)
+        _sync(device)
+    except Exception as exc:
+        return failed("raised", f"raised {_first_line(exc)}", traceback=traceback.format_exc(),
+                      seconds=time.perf_counter() - t0)
+    except BaseException as exc:                 # noqa: B036
+        return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
+                                   f"end or interrupt the run)", traceback=traceback.format_exc(),
+                      seconds=time.perf_counter() - t0)
+    return CallOutcome(ok=True, value=to_host(result), seconds=time.perf_counter() - t0)

@@ -1,0 +1,97 @@
+"""What comes back from one call of a candidate: its outputs as arrays, or how it ended abnormally.
+
+Plan
+----
+- ``Array``: a returned tensor moved to the CPU: ``values`` (NumPy; bfloat16 and float16 are
+  widened exactly to float32, everything else keeps its type), the tensor's ``dtype`` name,
+  ``shape``, ``device`` and whether it was ``contiguous``. A contract check reads these fields, so
+  it never needs the live tensor (which stays in the worker process).
+- ``CallOutcome``: ``ok`` with ``value`` (the returned structure, tensors replaced by ``Array``),
+  or not ok with ``kind`` (one of ``KINDS``) and ``problem``: one line that says what happened
+  ("exited with code 0 during the call", "killed by signal SIGSEGV", ...). ``traceback`` and
+  ``log_tail`` (the last lines the candidate printed) are evidence for the report.
+- ``ABNORMAL``: the kinds that end a worker process, or stop the candidate from answering; a
+  property run stops at the first of them instead of shrinking (each one costs a restart).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# raised:     an Exception from the candidate (a failed check, the run goes on)
+# interrupt:  KeyboardInterrupt, SystemExit, GeneratorExit or another BaseException from it
+# exit:       its process ended (any exit code) before answering
+# signal:     its process was killed by a signal (a segfault, an abort)
+# timeout:    no answer within the time-out; the process was killed
+# input:      it modified its input, or wrote past it (guard bands), or overwrote earlier outputs
+# not_called: the candidate was not called (an earlier hang or too many abnormal ends)
+KINDS = ("raised", "interrupt", "exit", "signal", "timeout", "input", "not_called")
+ABNORMAL = ("interrupt", "exit", "signal", "timeout", "not_called")
+
+
+@dataclass(frozen=True)
+class Array:
+    """A tensor the candidate returned, as the verdict process sees it."""
+
+    values: np.ndarray = field(repr=False)
+    dtype: str
+    shape: tuple
+    device: str
+    contiguous: bool = True
+
+    @property
+    def device_type(self) -> str:
+        return self.device.split(":")[0]
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A returned object that is neither a tensor nor a plain value (named by its type only)."""
+
+    type_name: str
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    ok: bool
+    value: object = None
+    kind: str | None = None
+    problem: str | None = None
+    traceback: str | None = field(default=None, repr=False)
+    log_tail: str | None = field(default=None, repr=False)
+    seconds: float = 0.0
+
+    @property
+    def abnormal(self) -> bool:
+        return not self.ok and self.kind in ABNORMAL
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "kind": self.kind, "problem": self.problem,
+                "log_tail": self.log_tail, "seconds": round(self.seconds, 4)}
+
+
+def failed(kind: str, problem: str, **extra) -> CallOutcome:
+    return CallOutcome(ok=False, kind=kind, problem=problem, **extra)
+
+
+def to_host(value):
+    """The returned structure with every tensor replaced by an ``Array`` (recursively in
+    tuples, lists and dicts); plain values kept; anything else becomes ``Opaque``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            host = t.float().cpu().numpy()       # exact: both embed in float32
+        else:
+            host = t.cpu().numpy()
+        return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
+                     str(t.device), bool(t.is_contiguous()))
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_host(v) for v in value) if isinstance(value, tuple) else [to_host(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_host(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str, bytes, np.ndarray, np.generic)):
+        return value
+    return Opaque(type(value).__name__)

@@ -1,0 +1,317 @@
+"""Runners: where a candidate's calls happen, and who owns the verdict when they go wrong.
+
+Plan
+----
+- ``runner_for(spec, device)`` returns the command's one runner for that candidate (made once
+  and reused; every runner is closed at exit). A user's candidate gets a ``WorkerRunner``: its
+  calls run in a worker process (``equiv.run.worker``) that this process supervises. Our own
+  built-in paths and the mutant zoo may run in-process (``InProcessRunner``) for speed, unless
+  ``EQUIV_ISOLATE=always``; a Python callable handed to the API runs in-process too (it already
+  lives in the caller's process).
+- ``WorkerRunner.call`` sends the input's description and waits at most ``timeout`` seconds.
+  Every abnormal end is an outcome, never an exception here: an exit of any code, a signal, a
+  ``BaseException`` from the candidate, no answer in time (then the worker's whole process group
+  is killed, SIGKILL if SIGTERM is not enough). The worker restarts on the next call; after a
+  hang, or after ``MAX_ABNORMAL`` abnormal ends, later calls are not made (``not_called``), so a
+  hanging candidate costs one time-out, not one per example.
+- Spec resolution happens here, before any process starts: a file spec becomes an absolute path
+  (the caller's working folder is the worker's too), a module spec is imported in the worker
+  with the caller's ``sys.path``. An import that raises is a ``CandidateLoadError`` (exit 2); an
+  import that exits, is killed or hangs is an abnormal outcome (a failed check, exit 1).
+"""
+from __future__ import annotations
+
+import atexit
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import Pipe
+
+from equiv.errors import CandidateLoadError
+from equiv.run.outcome import CallOutcome, failed
+
+MAX_ABNORMAL = 3
+LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
+_RUNNERS: dict = {}
+
+
+def _seconds(timeout) -> float | None:
+    if timeout is None:
+        return None
+    t = float(timeout)
+    return None if math.isinf(t) else t
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+class InProcessRunner:
+    """Calls in this process: our own paths (trusted), or a callable the API was handed."""
+
+    isolated = False
+
+    def __init__(self, fn, spec: str, device: str):
+        from equiv.run.invoke import CallState
+
+        self.fn, self.spec, self.device = fn, spec, device
+        self.state = CallState()
+        self.calls = 0
+
+    def call(self, inputs, *extra, names=("logits",), timeout=None) -> CallOutcome:
+        from equiv.run.invoke import invoke
+
+        self.calls += 1
+        return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names)
+
+    def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
+        from equiv.run.invoke import run_probe
+
+        self.calls += 1
+        return run_probe(self.fn, target, payload, self.device)
+
+    def settle(self) -> str | None:
+        from equiv.run.invoke import settle
+
+        return settle(self.state)
+
+    def close(self) -> None:
+        pass
+
+
+class WorkerRunner:
+    """Calls in a supervised worker process (module docstring)."""
+
+    isolated = True
+
+    def __init__(self, spec: str, device: str, timeout=60.0):
+        self.spec, self.device, self.timeout = spec, device, timeout
+        self.proc = None
+        self.conn = None
+        self.log_path = None
+        self.calls = 0
+        self.abnormal_ends = 0
+        self.stopped: str | None = None          # why later calls are not made
+        self._loaded_once = False
+
+    # -- the process ------------------------------------------------------------------------------
+    def _start(self) -> CallOutcome | None:
+        import equiv
+
+        parent_conn, child_conn = Pipe(duplex=True)
+        fd = child_conn.fileno()
+        log = tempfile.NamedTemporaryFile(prefix="equiv-worker-", suffix=".log", delete=False)
+        self.log_path = log.name
+        root = os.path.dirname(os.path.dirname(os.path.abspath(equiv.__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+            PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "equiv.run.worker", str(fd)], pass_fds=(fd,),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                     start_new_session=True)
+        log.close()
+        child_conn.close()
+        self.conn = parent_conn
+        self.conn.send(("load", self.spec, [p for p in sys.path if p]))
+        reply = self._receive(max(_seconds(self.timeout) or 0.0, LOAD_TIMEOUT_S), "while loading the candidate")
+        if isinstance(reply, CallOutcome):
+            return reply
+        tag, message = reply
+        if tag == "load_error":
+            self._kill()
+            raise CandidateLoadError(message)
+        if tag == "load_abnormal":
+            self._kill()
+            return self._abnormal(failed("interrupt", message))
+        self._loaded_once = True
+        return None
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+        if proc is None or proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                proc.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def _log_tail(self, lines: int = 6) -> str | None:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4000))
+                text = f.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return None
+        tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
+        return "\n".join(tail) or None
+
+    def _ended(self, when: str) -> CallOutcome:
+        code = None
+        try:
+            code = self.proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        tail = self._log_tail()
+        self._kill()
+        if code is not None and code < 0:
+            return failed("signal", f"killed by {_signal_name(-code)} {when}", log_tail=tail)
+        return failed("exit", f"exited with code {code} {when}" if code is not None
+                      else f"closed its connection {when}", log_tail=tail)
+
+    def _receive(self, timeout, when: str):
+        """The worker's reply, or the outcome of its abnormal end."""
+        try:
+            ready = self.conn.poll(timeout)
+        except (OSError, EOFError):
+            ready = True
+        if not ready:
+            tail = self._log_tail()
+            self._kill()
+            self.stopped = f"it did not return within {timeout:g} s {when}"
+            return failed("timeout", f"did not return within {timeout:g} s {when} (the worker was "
+                                     f"killed; raise the limit with --timeout)", log_tail=tail)
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError, ConnectionError):
+            return self._ended(when)
+
+    def _abnormal(self, outcome: CallOutcome) -> CallOutcome:
+        if outcome.abnormal:
+            self.abnormal_ends += 1
+            if self.abnormal_ends >= MAX_ABNORMAL and self.stopped is None:
+                self.stopped = f"it ended abnormally {self.abnormal_ends} times (last: {outcome.problem})"
+        return outcome
+
+    # -- requests ---------------------------------------------------------------------------------
+    def _request(self, message, timeout, when: str) -> CallOutcome:
+        if self.stopped is not None:
+            return failed("not_called", f"not called: {self.stopped}")
+        timeout = _seconds(self.timeout if timeout is None else timeout)
+        if self.proc is None or self.proc.poll() is not None:
+            self._kill()
+            started = self._start()
+            if started is not None:
+                return started
+        self.calls += 1
+        self.conn.send(message)
+        reply = self._receive(timeout, when)
+        if isinstance(reply, CallOutcome):
+            return self._abnormal(reply)
+        return self._abnormal(reply[1])
+
+    def call(self, inputs, *extra, names=("logits",), timeout=None) -> CallOutcome:
+        return self._request(("call", inputs, tuple(extra), self.device, tuple(names)), timeout,
+                             "during the call")
+
+    def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
+        return self._request(("probe", target, payload, self.device), timeout, f"during the probe {target}")
+
+    def settle(self) -> str | None:
+        if self.proc is None or self.proc.poll() is not None or self.stopped is not None:
+            return None
+        self.conn.send(("settle",))
+        reply = self._receive(30.0, "at the end of the stage")
+        if isinstance(reply, CallOutcome):
+            return reply.problem
+        return reply[1]
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.conn.send(("bye",))
+                self.proc.wait(2.0)
+            except (OSError, subprocess.TimeoutExpired, ValueError):
+                pass
+        self._kill()
+        if self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+
+
+def resolve_spec(spec: str) -> str:
+    """The spec as the worker must see it: a file made absolute (checked to exist), else as is."""
+    from equiv.candidate import split_spec
+
+    target, attr, is_file = split_spec(spec)
+    if not is_file:
+        return spec
+    path = os.path.abspath(target)
+    if not os.path.isfile(path):
+        raise CandidateLoadError(f"candidate {spec!r}: no file {target!r} (looked in {os.getcwd()!r}); "
+                                 f"check the path")
+    return f"{path}:{attr}"
+
+
+def trusted(spec: str) -> bool:
+    """Our own code: a built-in path or a mutant of the zoo (in-process unless EQUIV_ISOLATE=always)."""
+    from equiv.paths import path_names
+
+    if os.environ.get("EQUIV_ISOLATE", "auto") == "always":
+        return False
+    return spec in path_names() or spec.startswith("equiv.mutants:")
+
+
+def runner_for(candidate, device: str = "cpu", timeout=60.0):
+    """The runner of ``candidate`` (a spec or a callable) on ``device`` for this command."""
+    from equiv.candidate import load_candidate
+
+    if callable(candidate) and not isinstance(candidate, str):
+        cand = load_candidate(candidate)
+        return InProcessRunner(cand.fn, cand.spec, str(device))
+    if not isinstance(candidate, str) or not candidate.strip():
+        load_candidate(candidate)                # raises the one-line error
+    spec = candidate.strip()
+    key = (spec, str(device), os.getcwd())
+    runner = _RUNNERS.get(key)
+    if runner is None:
+        if trusted(spec):
+            cand = load_candidate(spec)
+            runner = InProcessRunner(cand.fn, cand.spec, str(device))
+        else:
+            runner = WorkerRunner(resolve_spec(spec), str(device), timeout)
+        _RUNNERS[key] = runner
+    if runner.isolated:
+        runner.timeout = timeout
+    return runner
+
+
+def load_check(spec: str, device: str = "cpu", timeout=60.0) -> CallOutcome | None:
+    """Start the candidate's worker now (a usage error raises ``CandidateLoadError`` before any
+    work); returns the abnormal outcome of its import, or None when it loaded."""
+    runner = runner_for(spec, device, timeout)
+    if not runner.isolated or runner.proc is not None:
+        return None
+    if runner.stopped is not None:
+        return failed("not_called", f"not called: {runner.stopped}")
+    return runner._start()
+
+
+def close_all() -> None:
+    for runner in list(_RUNNERS.values()):
+        runner.close()
+    _RUNNERS.clear()
+
+
+atexit.register(close_all)
