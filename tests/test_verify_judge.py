@@ -5,6 +5,8 @@ sampler; the statistical ones (binomial family, PIT fit) on counts and draws tha
 known amount; ``run_judge`` on candidates that raise, return the wrong dtype or shape, edit
 their input, ignore the generator or hang; "nothing checked" is a failure, never a pass.
 """
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -105,50 +107,43 @@ def test_pit_values_are_uniform_for_a_correct_sampler_and_not_for_a_biased_one()
     assert not sampling_fit(u, groups, alpha=1e-4).passed
 
 
-def raises(d, q, p, g):
-    raise RuntimeError("CUDA error: an illegal memory access")
-
-
-def int32_output(d, q, p, g):
-    return torch_sampler(d, q, p, g).int()
-
-
-def drops_bonus(d, q, p, g):
-    return torch_sampler(d, q, p, g)[:, :-1]
-
-
-def edits_draft_probs(d, q, p, g):
-    if q is not None:
-        q.mul_(1.0)
-        q[0, 0, 0] += 1.0
-    return torch_sampler(d, q, p, g)
-
-
-def ignores_generator(d, q, p, g):
-    return torch_sampler(d, q, p, torch.Generator().manual_seed(int(torch.seed()) % 2**31))
-
-
-def hangs(d, q, p, g):
-    import time
-
-    time.sleep(30)
+VERIFIERS = os.path.join(os.path.dirname(__file__), "candidates", "verifiers.py")
 
 
 @pytest.mark.parametrize("fn, message", [
-    (raises, "raised RuntimeError: CUDA error"),
-    (int32_output, "returned dtype int32, not int64"),
-    (drops_bonus, "returned shape [8, 3], not [8, 4]"),
-    (edits_draft_probs, "modified its input: draft_probs[0, 0, 0] changed"),
-    (ignores_generator, "the same generator seed gave"),
-    (hangs, "did not return within 2 s"),
+    ("raises", "raised RuntimeError: CUDA error"),
+    ("int32_output", "returned dtype int32, not int64"),
+    ("drops_bonus", "returned shape [8, 3], not [8, 4]"),
+    ("edits_target_probs", "modified its target_probs during the call"),
+    ("ignores_generator", "the same generator seed gave"),
+    ("hangs", "did not return within 6 s"),
+    ("exits", "exited with code 0"),
+    ("interrupts", "raised KeyboardInterrupt"),
 ])
 def test_misbehaving_verifiers_fail_the_contract_with_the_reason(fn, message):
-    recipe = RECIPE.with_(batch=8)
-    v = run_judge(fn, [Case(recipe, 1, 0)], device="cpu", spec=f"tests:{fn.__name__}", timeout=1.0)
+    spec = f"{VERIFIERS}:{fn}"
+    v = run_judge(spec, [Case(RECIPE.with_(batch=8), 1, 0)], device="cpu", spec=spec, timeout=3.0)
     assert not v.passed
     contract = next(c for c in v.checks if c.check == "contract")
-    assert not contract.passed and message in contract.detail
-    assert contract.repro.startswith("REPRO: equiv check --op verify --candidate tests:")
+    assert not contract.passed and message in contract.detail, contract.detail
+    assert contract.repro.startswith(f"REPRO: equiv check --op verify --candidate {spec}")
+
+
+def test_a_correct_verifier_in_the_worker_passes():
+    spec = f"{VERIFIERS}:correct"
+    assert run_judge(spec, [Case(RECIPE, 2, 0, statistical=True)], device="cpu", spec=spec).passed
+
+
+def test_a_verifier_with_the_wrong_signature_is_a_usage_error():
+    from equiv.errors import CandidateLoadError
+    from equiv.ops.verify.gate import run_verify_check
+
+    with pytest.raises(CandidateLoadError, match="cannot be called as fn\\(draft_token_ids"):
+        run_verify_check(f"{VERIFIERS}:two_arguments", RECIPE, device="cpu")
+
+
+def raises(d, q, p, g):
+    raise RuntimeError("CUDA error")
 
 
 def test_nothing_checked_is_a_failure():

@@ -1,24 +1,27 @@
-"""The one place that calls a verifier: seeded calls on one input recipe, outputs back as NumPy.
+"""How the judge calls a verifier: seeded calls on one input recipe, through the runner.
 
-Plan. ``draw(fn, device, payload)`` is a *probe*: trusted code that receives the live callable,
-builds the recipe's inputs once on ``device``, keeps a bit copy of them, and calls
+Plan. ``draw(fn, device, payload)`` is a *probe* of ``equiv.run``: our trusted code that the
+runner runs next to the live callable (in the supervised worker for a user's verifier,
+in-process for ours). It builds the recipe's inputs once on ``device``, each inside a guard band
+(``equiv.run.guard.Guarded``: the one rule for "modified its input"), and calls
 ``fn(draft_token_ids, draft_probs, target_probs, generator)`` once per seed with a fresh
-``torch.Generator`` on that device seeded with it. After every call it checks what the contract
-fixes without statistics -- a ``torch.Tensor``, int64, ``[B, n+1]``, on the inputs' device --
-and that the inputs are bit-identical to the copy. It returns ``Draws``: the outputs
-``[calls, B, n+1]`` int64, or the first problem as one line. A repeated seed in ``seeds`` is how
-the judge asks whether the same generator seed gives the same output.
+``torch.Generator`` on that device. After every call it checks what the contract fixes without
+statistics -- a ``torch.Tensor``, int64, ``[B, n+1]``, on the inputs' device -- and the guard
+bands, after the device synchronized. It returns plain values (they cross the process boundary):
+``{"outputs": [calls, B, n+1] int64, "problem": one line or None}``. A repeated seed is how the
+judge asks whether the same generator seed gives the same output.
 
-``run_draws`` is the only caller of ``draw``. It runs it in this process under the per-call
-time-out of ``equiv.timeouts``; when the supervised worker of ``equiv.run`` is in place it becomes
-``runner_for(spec, device=device, timeout=timeout).probe("equiv.ops.verify.calls:draw", payload)``
-and nothing else changes.
+``run_draws`` asks the candidate's runner for that probe, under a time-out of ``timeout`` per
+call: a verifier that hangs, exits, is killed or raises a ``BaseException`` becomes a ``Draws``
+with the runner's one-line problem, and the judge goes on.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
 
 
 @dataclass(frozen=True)
@@ -36,24 +39,6 @@ class Draws:
         return self.problem is None
 
 
-def _bits(t):
-    import torch
-
-    return t if t.dtype in (torch.int64, torch.int32) else t.view(torch.int32)
-
-
-def _changed(name, before, after) -> str | None:
-    import torch
-
-    if before is None:
-        return None
-    if not torch.equal(_bits(before), _bits(after)):
-        diff = (_bits(before) != _bits(after)).nonzero()
-        where = tuple(int(v) for v in diff[0]) if diff.numel() else ()
-        return f"modified its input: {name}{list(where)} changed"
-    return None
-
-
 def _shape_problem(out, want, device) -> str | None:
     import torch
 
@@ -68,47 +53,59 @@ def _shape_problem(out, want, device) -> str | None:
     return None
 
 
-def draw(fn, device, payload) -> Draws:
+def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
     import torch
 
     from equiv.ops.verify.recipes import VerifyRecipe
+    from equiv.run.guard import Guarded
 
     recipe = VerifyRecipe.parse(payload["recipe"])
-    seeds = tuple(int(s) for s in payload["seeds"])
-    d, q, p = recipe.build(device)
-    kept = [t.clone() if t is not None else None for t in (d, q, p)]
+    guards = [None if t is None else Guarded(t, name)
+              for t, name in zip(recipe.build(device), INPUT_NAMES)]
+    args = [None if g is None else g.tensor for g in guards]
+    dev = args[2].device
     want = (recipe.batch, recipe.n + 1)
-    outs = []
-    for seed in seeds:
-        gen = torch.Generator(device=p.device).manual_seed(seed)
+    outs, problem = [], None
+    for seed in payload["seeds"]:
+        gen = torch.Generator(device=dev).manual_seed(int(seed))
         try:
-            out = fn(d, q, p, gen)
+            out = fn(*args, gen)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
         except Exception as exc:                    # the candidate's own failure is a verdict
-            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            return Draws(str(recipe), seeds, np.stack(outs) if outs else np.zeros((0, *want), np.int64),
-                         f"raised {type(exc).__name__}: {msg}")
-        if p.device.type == "cuda":
-            torch.cuda.synchronize(p.device)
-        problem = _shape_problem(out, want, p.device)
-        for name, before, after in zip(("draft_token_ids", "draft_probs", "target_probs"), kept, (d, q, p)):
-            problem = problem or _changed(name, before, after)
+            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            problem = f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+            break
+        problem = _shape_problem(out, want, dev) or next(
+            (p for p in (g.problem("during the call") for g in guards if g is not None) if p), None)
         if problem:
-            return Draws(str(recipe), seeds, np.stack(outs) if outs else np.zeros((0, *want), np.int64), problem)
+            break
         outs.append(out.cpu().numpy())
-    return Draws(str(recipe), seeds, np.stack(outs))
+    stacked = np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)
+    return {"outputs": stacked, "problem": problem}
+
+
+def runner_target(candidate):
+    """What the runner is asked for: a spec (a user's verifier runs in the worker, ours in
+    process), or the callable itself when the caller handed one."""
+    if isinstance(candidate, str):
+        return candidate.strip()
+    spec = getattr(candidate, "spec", None)
+    if spec and (getattr(candidate, "builtin", False) or ":" in spec):
+        return spec
+    return getattr(candidate, "fn", candidate)
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:
-    """``draw`` for ``candidate`` (a ``Candidate`` or callable) under the per-call time-out."""
-    from equiv.timeouts import CallTimeout, call_with_timeout
+    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
+    from equiv.run import runner_for
 
-    fn = getattr(candidate, "fn", candidate)
     payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds]}
     budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
-    try:
-        return call_with_timeout(draw, (fn, device, payload), budget)
-    except CallTimeout:
-        want = (recipe.batch, recipe.n + 1)
-        return Draws(str(recipe), tuple(payload["seeds"]), np.zeros((0, *want), np.int64),
-                     f"did not return within {budget:g} s ({len(payload['seeds'])} calls)")
+    runner = runner_for(runner_target(candidate), device=device, timeout=budget, op="verify")
+    got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
+    if not got.ok:
+        empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
+        return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}")
+    return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"])

@@ -35,13 +35,29 @@ def _gate_checks(stage: str, verdict, duration_s: float) -> list:
             for c in verdict.checks]
 
 
+def _load(spec, device: str, timeout: float):
+    """``(target, name, abnormal outcome or None)``: the verifier loaded where it will run (a
+    user's in its worker); an unloadable spec raises ``CandidateLoadError`` (exit 2) first."""
+    from equiv.ops.verify.paths import load_verifier
+    from equiv.run import load_check, resolve_spec
+
+    if not isinstance(spec, str):
+        cand = load_verifier(spec)                  # a callable: it runs in this process
+        return cand, cand.spec, None
+    spec = spec.strip()
+    if ":" not in spec:
+        name = load_verifier(spec).spec             # a built-in name (or the one-line error)
+        return name, name, None
+    spec = resolve_spec(spec)                       # a file made absolute: pytest runs elsewhere
+    return spec, spec, load_check(spec, device, timeout, op="verify")
+
+
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                     timeout: float = 60.0, stages=DEFAULT_STAGES, progress=None):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
     from equiv.gate import GateResult, property_checks
     from equiv.ops.verify.judge import run_judge
-    from equiv.ops.verify.paths import load_verifier
     from equiv.ops.verify.plans import BUDGETS, plan
 
     budget = check_choice("budget", budget, BUDGETS)
@@ -49,8 +65,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     timeout = check_float("timeout", timeout, min_value=0.0, exclusive_min=True)
     stages = check_choices("stages", stages, STAGES)
     device = resolve_device(device)
-    cand = load_verifier(spec)                     # CandidateLoadError -> exit 2, before any work
-    spec = cand.spec
+    target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
     checks, counts = [], {}
     if "properties" in stages:
@@ -59,13 +74,15 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         checks += got
         counts["properties"] = (sum(c.passed for c in got), len(got))
     if "statistics" in stages:
-        if any("did not return within" in c.detail for c in checks):
-            from equiv.gate import GateCheck
+        from equiv.gate import GateCheck
 
+        if loaded is not None:
+            got = [GateCheck("statistics", False, f"the verifier {loaded.problem} while loading")]
+        elif any("did not return within" in c.detail for c in checks):
             got = [GateCheck("statistics", False, "not run: the verifier hung in an earlier stage")]
         else:
             s0 = time.perf_counter()
-            verdict = run_judge(cand, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
+            verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
                                 seed=seed, timeout=timeout, progress=progress)
             got = _gate_checks("statistics", verdict, time.perf_counter() - s0)
         checks += got
@@ -81,13 +98,12 @@ def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     from equiv.devices import resolve_device
     from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
-    from equiv.ops.verify.paths import load_verifier
     from equiv.ops.verify.recipes import VerifyRecipe
 
     recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
     calls = check_int("calls", calls, min_value=1)
     seed = check_int("seed", seed, min_value=0)
     device = resolve_device(device)
-    cand = load_verifier(spec)
+    target, spec, _ = _load(spec, device, timeout)
     case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
-    return run_judge(cand, [case], device=device, spec=cand.spec, seed=seed, timeout=timeout)
+    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout)
