@@ -96,14 +96,13 @@ def test_pit_values_are_uniform_for_a_correct_sampler_and_not_for_a_biased_one()
 
     r = RECIPE.with_(batch=2048, vocab=1025)
     outs = _outputs(r, calls=1)
-    law = judge._law(r, with_drawn=True)
-    u, groups = judge.pit_values(r, outs, law, np.random.default_rng(0))
+    u, groups = judge.pit_values(r, outs, np.random.default_rng(0))
     assert sampling_fit(u, groups, alpha=1e-4).passed
     stop = judge._stops(r, outs)
     bonus = stop == r.n                                   # swap every bonus for the top token of p_n
     top = r.make_problems().target[:, -1].argmax(-1)[r.rows()]
     outs[bonus, r.n] = np.broadcast_to(top, stop.shape)[bonus]
-    u, groups = judge.pit_values(r, outs, law, np.random.default_rng(0))
+    u, groups = judge.pit_values(r, outs, np.random.default_rng(0))
     assert not sampling_fit(u, groups, alpha=1e-4).passed
 
 

@@ -34,6 +34,7 @@ false-positive rate and power are in docs/verify.md.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -113,6 +114,7 @@ class _Law:
     drawn: np.ndarray | None     # [P, n+1, V] law of the drawn token (None when not needed)
 
 
+@functools.lru_cache(maxsize=32)
 def _law(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
     from equiv.reference import verify as ref
 
@@ -223,16 +225,22 @@ def acceptance_counts(recipe, outputs, law: _Law) -> list:
     return out
 
 
-def pit_values(recipe, outputs, law: _Law, rng) -> tuple:
-    """PIT value and group label of every drawn token of ``outputs`` (layout already checked)."""
+@functools.lru_cache(maxsize=32)
+def _pit_table(recipe):
+    """Each drawn law of ``recipe`` sorted by decreasing probability, and each token's rank."""
     P, n, V = recipe.n_problems, recipe.n, recipe.vocab
-    laws = law.drawn.reshape(P * (n + 1), V).copy()
-    empty = laws.sum(1) == 0                                   # residuals never drawn (alpha == 1)
-    laws[empty, 0] = 1.0
+    laws = _law(recipe, True).drawn.reshape(P * (n + 1), V).copy()
+    laws[laws.sum(1) == 0, 0] = 1.0                           # residuals never drawn (alpha == 1)
     order = np.argsort(-laws, axis=1, kind="stable")
-    sorted_laws = np.take_along_axis(laws, order, axis=1)
     rank_of = np.empty_like(order)
     np.put_along_axis(rank_of, order, np.arange(V)[None, :].repeat(laws.shape[0], 0), axis=1)
+    return np.take_along_axis(laws, order, axis=1), rank_of
+
+
+def pit_values(recipe, outputs, rng) -> tuple:
+    """PIT value and group label of every drawn token of ``outputs`` (layout already checked)."""
+    n = recipe.n
+    sorted_laws, rank_of = _pit_table(recipe)
     stop = _stops(recipe, outputs)
     tok = np.take_along_axis(outputs, stop[..., None], axis=-1)[..., 0].ravel()
     level = (np.broadcast_to(recipe.rows(), stop.shape) * (n + 1) + stop).ravel()
@@ -318,7 +326,7 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
             found.fail("greedy", case, bad)
     if case.statistical:
         stats["acceptance"] += [{**r, "case": case} for r in acceptance_counts(recipe, outs, law)]
-        u, groups = pit_values(recipe, outs, law, rng)
+        u, groups = pit_values(recipe, outs, rng)
         stats["u"].append(u)
         stats["groups"].append(groups)
         stats["cases"].append(case)
@@ -376,19 +384,24 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
               timeout: float | None = 60.0, progress=None) -> Verdict:
     """Judge ``candidate`` on ``cases`` (module docstring); ``spec`` names it in REPRO lines."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
+    drawn = []
+    for i, case in enumerate(cases):
+        drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
+        if progress:
+            progress(i + 1, len(cases), str(case.recipe))
+        if drawn[-1].problem and "did not return" in drawn[-1].problem:
+            break                                            # a hang: the rest would hang too
+    return judge_draws(cases, drawn, spec=spec, device=device, seed=seed)
+
+
+def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0) -> Verdict:
+    """The verdict on the outputs ``drawn[i]`` of ``cases[i]`` (cases past the end of ``drawn``
+    were not run)."""
     found = _Findings(spec, device)
     stats = {"acceptance": [], "u": [], "groups": [], "cases": []}
     rng = np.random.default_rng([seed, _PIT_SALT])
-    calls = rows = 0
-    for i, case in enumerate(cases):
-        draws = run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout)
-        calls += len(draws.outputs)
-        rows += int(np.prod(draws.outputs.shape[:2]))
+    for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, rng)
-        if progress:
-            progress(i + 1, len(cases), str(case.recipe))
-        if draws.problem and draws.problem.startswith("did not return"):
-            break                                            # a hang: the rest would hang too
     checks = _statistical_checks(found, stats, any(c.statistical for c in cases))
     ran_detail = {
         "contract": f"{found.ran['contract']} recipes: tensor int64 [B, n+1] on the device, -1 layout, "
@@ -407,4 +420,6 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
             out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
         else:
             out += [c for c in checks if c.check == check]
+    calls = sum(len(d.outputs) for d in drawn)
+    rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     return Verdict(spec, device, seed, tuple(out), len(cases), calls, rows)
