@@ -91,19 +91,30 @@ def test_acceptance_family_fails_only_significant_and_large_differences():
     assert big["failed"]
 
 
-def test_pit_values_are_uniform_for_a_correct_sampler_and_not_for_a_biased_one():
+def test_drawn_tokens_fit_their_law_for_a_correct_sampler_and_not_for_a_biased_one():
     from equiv.mtp.statistics import sampling_fit
 
     r = RECIPE.with_(batch=2048, vocab=1025)
     outs = _outputs(r, calls=1)
-    u, groups = judge.pit_values(r, outs, np.random.default_rng(0))
-    assert sampling_fit(u, groups, alpha=1e-4).passed
+
+    def fits(outputs):
+        u, groups, cells, expected = judge.pit_values(r, outputs, np.random.default_rng(0))
+        ranks = judge.rank_fit(cells, expected, groups, alpha=1e-4)
+        return sampling_fit(u, groups, alpha=1e-4).passed, not any(t["failed"] for t in ranks)
+
+    assert fits(outs) == (True, True)
     stop = judge._stops(r, outs)
-    bonus = stop == r.n                                   # swap every bonus for the top token of p_n
+    bonus = stop == r.n                                   # every bonus becomes the top token of p_n
     top = r.make_problems().target[:, -1].argmax(-1)[r.rows()]
-    outs[bonus, r.n] = np.broadcast_to(top, stop.shape)[bonus]
-    u, groups = judge.pit_values(r, outs, np.random.default_rng(0))
-    assert not sampling_fit(u, groups, alpha=1e-4).passed
+    biased = outs.copy()
+    biased[bonus, r.n] = np.broadcast_to(top, stop.shape)[bonus]
+    assert fits(biased) == (False, False)
+    law = r.make_problems().target[:, -1]                 # bonus drawn as the second token where
+    second = np.argsort(-law, -1, kind="stable")[:, 1][r.rows()]   # it was the first: rank cells see it
+    swap = bonus & (outs[..., r.n] == np.broadcast_to(top, stop.shape))
+    swapped = outs.copy()
+    swapped[swap, r.n] = np.broadcast_to(second, stop.shape)[swap]
+    assert fits(swapped)[1] is False
 
 
 VERIFIERS = os.path.join(os.path.dirname(__file__), "candidates", "verifiers.py")

@@ -19,15 +19,18 @@ each output set checked against the exact law of ``equiv.reference.verify``:
    the position, exact two-sided binomial test against ``alpha``. The law is conditional on the
    recipe's draft tokens; averaged over drafts drawn from ``q`` it is ``sum_x min(p, q)``.
 5. ``distribution`` (chi-square): each drawn token (the recovered one at the first rejection, or
-   the bonus) is mapped to its randomized PIT under its exact law (tokens ordered by decreasing
-   probability), pooled over recipes, and tested with ``equiv.mtp.statistics.sampling_fit``:
-   ``PIT_BINS`` bins, once pooled and once per (family, slot) group.
+   the bonus) is compared with its exact law, tokens ordered by decreasing probability, two ways,
+   each pooled over recipes and once per (family, slot) group: its randomized PIT, uniform under
+   the law (``equiv.mtp.statistics.sampling_fit``, ``PIT_BINS`` bins): it sees mass moved between
+   head and tail; and its rank cell (``RANK_EDGES``: rank 0, 1, 2, 3, 4-5, ... 8192+) against the
+   exact expected count of each cell (``rank_fit``): it sees mass moved between single head
+   tokens, which laws of different shapes would cancel in pooled PIT bins.
 
 The law of a position splits exactly into (4) and the law of the drawn token given that it was
 drawn, so (5) tests the residual at full strength instead of diluting it under the acceptance mass.
 
-Family-wise error: one judge run spends ``FAMILY_ALPHA = 1e-4``, half on the acceptance tests and
-half on the distribution tests, Bonferroni-split inside each; a statistical test fails only when
+Family-wise error: one judge run spends ``FAMILY_ALPHA = 1e-4``: half on the acceptance tests, a
+quarter on the PIT tests, a quarter on the rank-cell tests, Bonferroni-split inside each; a statistical test fails only when
 it is significant AND its effect passes a floor (``ACCEPT_FLOOR = 0.01`` absolute on a rate,
 ``TVD_FLOOR = 0.01`` binned total variation), so it is neither flaky nor blind. The measured
 false-positive rate and power are in docs/verify.md.
@@ -49,6 +52,7 @@ FAMILY_ALPHA = 1e-4
 ACCEPT_FLOOR = 0.01
 TVD_FLOOR = 0.01
 PIT_BINS = 20
+RANK_EDGES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256, 1024, 8192)   # cells [e_k, e_k+1) of ranks
 _PIT_SALT = 4093
 
 
@@ -227,27 +231,75 @@ def acceptance_counts(recipe, outputs, law: _Law) -> list:
 
 @functools.lru_cache(maxsize=32)
 def _pit_table(recipe):
-    """Each drawn law of ``recipe`` sorted by decreasing probability, and each token's rank."""
+    """Each drawn law of ``recipe`` sorted by decreasing probability, each token's rank, and the
+    mass of each rank cell (``RANK_EDGES``)."""
     P, n, V = recipe.n_problems, recipe.n, recipe.vocab
     laws = _law(recipe, True).drawn.reshape(P * (n + 1), V).copy()
     laws[laws.sum(1) == 0, 0] = 1.0                           # residuals never drawn (alpha == 1)
     order = np.argsort(-laws, axis=1, kind="stable")
     rank_of = np.empty_like(order)
     np.put_along_axis(rank_of, order, np.arange(V)[None, :].repeat(laws.shape[0], 0), axis=1)
-    return np.take_along_axis(laws, order, axis=1), rank_of
+    sorted_laws = np.take_along_axis(laws, order, axis=1)
+    below = np.concatenate([np.zeros((laws.shape[0], 1)), np.cumsum(sorted_laws, axis=1)], axis=1)
+    edges = np.minimum(np.array(RANK_EDGES + (V,)), V)
+    return sorted_laws, rank_of, np.diff(below[:, edges], axis=1)
 
 
 def pit_values(recipe, outputs, rng) -> tuple:
-    """PIT value and group label of every drawn token of ``outputs`` (layout already checked)."""
+    """For every drawn token of ``outputs`` (layout already checked): its PIT value, its group
+    label (family and slot), its rank cell and the expected mass of every rank cell."""
     n = recipe.n
-    sorted_laws, rank_of = _pit_table(recipe)
+    sorted_laws, rank_of, cell_mass = _pit_table(recipe)
     stop = _stops(recipe, outputs)
     tok = np.take_along_axis(outputs, stop[..., None], axis=-1)[..., 0].ravel()
     level = (np.broadcast_to(recipe.rows(), stop.shape) * (n + 1) + stop).ravel()
-    u = pit(sorted_laws, level, rank_of[level, tok], rng)
+    rank = rank_of[level, tok]
+    u = pit(sorted_laws, level, rank, rng)
     slot = stop.ravel()
     groups = np.where(slot == n, f"{recipe.family}:bonus", np.char.add(f"{recipe.family}:residual", slot.astype(str)))
-    return u, groups
+    cell = np.searchsorted(np.array(RANK_EDGES), rank, side="right") - 1
+    return u, groups, cell, cell_mass[level]
+
+
+def _cells_test(observed, expected):
+    """Pearson's chi-square of counts against expected counts, the tail cells merged until each
+    expects >= 5; ``(chi2, df, p, tvd)`` or None when fewer than two cells are left."""
+    from scipy.stats import chi2 as chi2_dist
+
+    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
+    for o, e in zip(observed[::-1], expected[::-1]):
+        acc_o, acc_e = acc_o + o, acc_e + e
+        if acc_e >= 5:
+            obs.append(acc_o)
+            exp.append(acc_e)
+            acc_o = acc_e = 0.0
+    if obs:
+        obs[-1] += acc_o
+        exp[-1] += acc_e
+    if len(obs) < 2:
+        return None
+    obs, exp = np.array(obs), np.array(exp)
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    return stat, len(obs) - 1, float(chi2_dist.sf(stat, len(obs) - 1)), float(0.5 * np.abs(obs - exp).sum() / obs.sum())
+
+
+def rank_fit(cells, expected, groups, alpha: float, floor: float = TVD_FLOOR) -> list:
+    """Chi-square of the drawn tokens' rank cells against their exact expected counts, pooled and
+    per group, Bonferroni over the tests. Draws from different laws pool soundly: their cell
+    counts vary less than one multinomial's, so the test is conservative."""
+    C = expected.shape[1]
+    raw = []
+    for label in ["pooled"] + sorted(set(groups.tolist())):
+        sel = slice(None) if label == "pooled" else groups == label
+        n = int(np.count_nonzero(groups == label)) if label != "pooled" else int(cells.size)
+        if n < 5 * PIT_BINS:
+            continue
+        got = _cells_test(np.bincount(cells[sel], minlength=C).astype(float), expected[sel].sum(0))
+        if got is not None:
+            raw.append((label, n) + got)
+    level = alpha / max(len(raw), 1)
+    return [{"group": g, "n": n, "chi2": c, "df": df, "p_value": p, "tvd": t, "level": level,
+             "failed": p < level and t > floor} for g, n, c, df, p, t in raw]
 
 
 def acceptance_family(records, alpha: float, floor: float = ACCEPT_FLOOR) -> list:
@@ -326,9 +378,11 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
             found.fail("greedy", case, bad)
     if case.statistical:
         stats["acceptance"] += [{**r, "case": case} for r in acceptance_counts(recipe, outs, law)]
-        u, groups = pit_values(recipe, outs, rng)
+        u, groups, cells, expected = pit_values(recipe, outs, rng)
         stats["u"].append(u)
         stats["groups"].append(groups)
+        stats["cells"].append(cells)
+        stats["expected"].append(expected)
         stats["cases"].append(case)
 
 
@@ -360,20 +414,28 @@ def _statistical_checks(found: _Findings, stats: dict, wanted: bool) -> list:
     u = np.concatenate(stats["u"]) if stats["u"] else np.zeros(0)
     if u.size >= 5 * PIT_BINS:
         groups = np.concatenate(stats["groups"])
-        fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA / 2, tvd_floor=TVD_FLOOR, bins=PIT_BINS)
-        if not fit.passed:
-            t = next(t for t in fit.tests if t.failed)
-            label = t.group.split(":")
+        fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA / 4, tvd_floor=TVD_FLOOR, bins=PIT_BINS)
+        ranks = rank_fit(np.concatenate(stats["cells"]), np.concatenate(stats["expected"]), groups,
+                         alpha=FAMILY_ALPHA / 4)
+        failed = [(t.group, t.n, f"chi-square {t.chi2:.1f} over {t.bins} PIT bins", t.p_value, t.tvd,
+                   len(fit.tests)) for t in fit.tests if t.failed]
+        failed += [(t["group"], t["n"], f"chi-square {t['chi2']:.1f} over {t['df'] + 1} rank cells",
+                    t["p_value"], t["tvd"], len(ranks)) for t in ranks if t["failed"]]
+        if failed:
+            group, n, what, p, tvd, m = failed[0]
+            label = group.split(":")
             cases = [c for c in stats["cases"] if len(label) < 2 or c.recipe.family == label[0]]
             case = cases[0] if cases else stats["cases"][0]
             found.fail("distribution", case, (None, None,
-                       f"{t.group} drawn tokens ({t.n}): chi-square {t.chi2:.1f} over {t.bins} PIT bins, "
-                       f"p = {t.p_value:.3g} (alpha {FAMILY_ALPHA / 2:g} over {len(fit.tests)} tests), "
-                       f"binned TVD {t.tvd:.4f} > floor {TVD_FLOOR}"), {"fit": fit.to_json()})
+                       f"{group} drawn tokens ({n}): {what}, p = {p:.3g} (alpha {FAMILY_ALPHA / 4:g} over "
+                       f"{m} tests), binned TVD {tvd:.4f} > floor {TVD_FLOOR}"),
+                       {"pit": fit.to_json(), "rank_cells": ranks})
         else:
+            smallest = min([fit.min_p_value] + [t["p_value"] for t in ranks])
             checks.append(VerifyCheck("distribution", True,
-                                      f"{fit.tokens} drawn tokens, {len(fit.tests)} chi-square tests; smallest "
-                                      f"p = {fit.min_p_value:.3g}, largest binned TVD {fit.max_tvd:.4f}"))
+                                      f"{fit.tokens} drawn tokens, {len(fit.tests)} PIT and {len(ranks)} "
+                                      f"rank-cell chi-square tests; smallest p = {smallest:.3g}, largest "
+                                      f"binned TVD {max([fit.max_tvd] + [t['tvd'] for t in ranks]):.4f}"))
     else:
         checks.append(VerifyCheck("distribution", False, f"nothing checked: {u.size} drawn tokens, fewer "
                                                          f"than the {5 * PIT_BINS} a chi-square needs"))
@@ -398,7 +460,7 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0) -> Verdi
     """The verdict on the outputs ``drawn[i]`` of ``cases[i]`` (cases past the end of ``drawn``
     were not run)."""
     found = _Findings(spec, device)
-    stats = {"acceptance": [], "u": [], "groups": [], "cases": []}
+    stats = {"acceptance": [], "u": [], "groups": [], "cells": [], "expected": [], "cases": []}
     rng = np.random.default_rng([seed, _PIT_SALT])
     for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, rng)
