@@ -109,3 +109,48 @@ def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -
         empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
         return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}")
     return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"])
+
+
+@dataclass(frozen=True)
+class HostTriple:
+    """A verifier's inputs as host arrays, built again on the runner's device (an ``equiv.run``
+    input description, for callers that hold live tensors: the MTP harness)."""
+
+    draft_token_ids: np.ndarray
+    draft_probs: np.ndarray | None
+    target_probs: np.ndarray
+
+    def build(self, device="cpu"):
+        import torch
+
+        def put(a):
+            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device)
+        return put(self.draft_token_ids), put(self.draft_probs), put(self.target_probs)
+
+
+def verifier_function(candidate, device: str, timeout: float | None = 60.0):
+    """``call(d, q, p, seed) -> output tensor on p's device`` for ``candidate``: ours and a
+    callable run in this process on the live tensors; a user's spec runs in its supervised worker
+    on a copy. A call that goes wrong raises ``EquivError`` with the runner's one-line problem."""
+    import torch
+
+    from equiv.errors import EquivError
+    from equiv.run import Seeded, runner_for
+
+    runner = runner_for(runner_target(candidate), device=device, timeout=timeout, op="verify")
+    if not runner.isolated:
+        def local(d, q, p, seed):
+            return runner.fn(d, q, p, torch.Generator(device=p.device).manual_seed(int(seed)))
+        return local
+
+    def isolated(d, q, p, seed):
+        host = HostTriple(d.cpu().numpy(), None if q is None else q.cpu().numpy(), p.cpu().numpy())
+        got = runner.call(host, Seeded(int(seed)), names=INPUT_NAMES)
+        if not got.ok:
+            raise EquivError(f"the verifier {got.problem}")
+        out = got.value
+        if getattr(out, "dtype", None) != "int64" or tuple(out.shape) != (d.shape[0], d.shape[1] + 1):
+            raise EquivError(f"the verifier returned {getattr(out, 'dtype', type(out).__name__)} "
+                             f"{list(getattr(out, 'shape', ()))}, not int64 [B, n+1]")
+        return torch.from_numpy(out.values).to(p.device)
+    return isolated
