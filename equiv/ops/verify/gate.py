@@ -82,8 +82,10 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
             got = [GateCheck("statistics", False, "not run: the verifier hung in an earlier stage")]
         else:
             s0 = time.perf_counter()
+            again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
+                     f"--seed {seed} --device {device}")
             verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
-                                seed=seed, timeout=timeout, progress=progress)
+                                seed=seed, timeout=timeout, progress=progress, repro=again)
             got = _gate_checks("statistics", verdict, time.perf_counter() - s0)
         checks += got
         counts["statistics"] = (sum(c.passed for c in got), len(got))

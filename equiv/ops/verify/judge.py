@@ -340,13 +340,14 @@ class _Findings:
         self.first: dict = {}
         self.ran: dict = {c: 0 for c in CHECKS}
 
-    def fail(self, check, case, found, evidence=None):
+    def fail(self, check, case, found, evidence=None, repro=None):
         if check in self.first:
             return
         call, row, message = found
         where = "" if row is None else f"row {row} of call {call} (seed {case.seed + call}): "
         self.first[check] = VerifyCheck(check, False, f"{where}{message}", str(case.recipe),
-                                        repro_line(self.spec, case.recipe, case.calls, case.seed, self.device),
+                                        repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
+                                                            self.device),
                                         {"call": call, "row": row, **(evidence or {})})
 
 
@@ -386,7 +387,7 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
         stats["cases"].append(case)
 
 
-def _statistical_checks(found: _Findings, stats: dict, wanted: bool) -> list:
+def _statistical_checks(found: _Findings, stats: dict, wanted: bool, repro: str | None) -> list:
     checks = []
     if not wanted:
         return checks
@@ -402,7 +403,8 @@ def _statistical_checks(found: _Findings, stats: dict, wanted: bool) -> list:
                        f"{t['trials']} ({t['rate']:.4f}) vs exact {t['alpha']:.4f}, binomial p = "
                        f"{t['p_value']:.3g} < {t['level']:.3g} (alpha {FAMILY_ALPHA / 2:g} over {len(tests)} "
                        f"tests), |diff| {abs(t['rate'] - t['alpha']):.4f} > floor {ACCEPT_FLOOR}"),
-                       {k: t[k] for k in ("problem", "position", "trials", "successes", "alpha", "p_value")})
+                       {k: t[k] for k in ("problem", "position", "trials", "successes", "alpha", "p_value")},
+                       repro)
         else:
             checks.append(VerifyCheck("acceptance", True,
                                       f"{len(tests)} binomial tests, {sum(t['trials'] for t in tests)} trials; "
@@ -429,7 +431,7 @@ def _statistical_checks(found: _Findings, stats: dict, wanted: bool) -> list:
             found.fail("distribution", case, (None, None,
                        f"{group} drawn tokens ({n}): {what}, p = {p:.3g} (alpha {FAMILY_ALPHA / 4:g} over "
                        f"{m} tests), binned TVD {tvd:.4f} > floor {TVD_FLOOR}"),
-                       {"pit": fit.to_json(), "rank_cells": ranks})
+                       {"pit": fit.to_json(), "rank_cells": ranks}, repro)
         else:
             smallest = min([fit.min_p_value] + [t["p_value"] for t in ranks])
             checks.append(VerifyCheck("distribution", True,
@@ -443,8 +445,10 @@ def _statistical_checks(found: _Findings, stats: dict, wanted: bool) -> list:
 
 
 def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: int = 0,
-              timeout: float | None = 60.0, progress=None) -> Verdict:
-    """Judge ``candidate`` on ``cases`` (module docstring); ``spec`` names it in REPRO lines."""
+              timeout: float | None = 60.0, progress=None, repro: str | None = None) -> Verdict:
+    """Judge ``candidate`` on ``cases`` (module docstring); ``spec`` names it in REPRO lines.
+    ``repro`` is the REPRO of the statistical checks, which pool every case (default: the line
+    of the case that the failing test's group points to, exact when there is one case)."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
     drawn = []
     for i, case in enumerate(cases):
@@ -453,10 +457,10 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
             progress(i + 1, len(cases), str(case.recipe))
         if drawn[-1].problem and "did not return" in drawn[-1].problem:
             break                                            # a hang: the rest would hang too
-    return judge_draws(cases, drawn, spec=spec, device=device, seed=seed)
+    return judge_draws(cases, drawn, spec=spec, device=device, seed=seed, repro=repro)
 
 
-def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0) -> Verdict:
+def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: str | None = None) -> Verdict:
     """The verdict on the outputs ``drawn[i]`` of ``cases[i]`` (cases past the end of ``drawn``
     were not run)."""
     found = _Findings(spec, device)
@@ -464,7 +468,7 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0) -> Verdi
     rng = np.random.default_rng([seed, _PIT_SALT])
     for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, rng)
-    checks = _statistical_checks(found, stats, any(c.statistical for c in cases))
+    checks = _statistical_checks(found, stats, any(c.statistical for c in cases), repro)
     ran_detail = {
         "contract": f"{found.ran['contract']} recipes: tensor int64 [B, n+1] on the device, -1 layout, "
                     f"inputs unchanged, same seed -> same output",
