@@ -1,5 +1,9 @@
 """Wiring of the property suite into pytest.
 
+- Collecting this suite makes the run an equiv run (``EQUIV_SUITE``; ``equiv.plugin.activate``):
+  the ``equiv-*`` Hypothesis profiles are registered (at import, so ``--hypothesis-profile
+  equiv-ci`` finds them) and loaded, the ``equiv_gpu`` marker exists, the options are checked.
+
 - ``subject``: every property test is parametrized over the subjects of ``equiv.properties.subjects``
   (the ``--equiv-candidate`` alone, or every built-in path read at collection time).
 - ``suite``: the ``equiv.properties.runner.Suite`` of one test; it skips, with the reason, a subject
@@ -16,7 +20,11 @@ import re
 
 import pytest
 
+from equiv.plugin import activate, option, register_profiles
 from equiv.properties.known_failures import KNOWN_FAILURES
+
+EQUIV_SUITE = True
+register_profiles()
 
 PROPERTY_ORDER = ("equivalence", "poisoned_batches", "raw_arrays", "adversarial_fixtures",
                   "repeated_calls", "bounds", "row_independence", "poison_never_leaks",
@@ -35,7 +43,7 @@ def _options(config):
 
 
 def _test_id(subject) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.name)
+    return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.test_id)
 
 
 def op_of(item) -> str:
@@ -44,7 +52,7 @@ def op_of(item) -> str:
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.config.getoption("equiv_op") != "draft_topk":
+    if option(metafunc.config, "equiv_op") != "draft_topk":
         return                                   # the draft properties are deselected below
     if "subject" in metafunc.fixturenames:
         _, subjects = _options(metafunc.config)
@@ -56,9 +64,9 @@ def suite(request, subject):
     from equiv.properties.runner import Suite
 
     opts, _ = _options(request.config)
-    if request.node.get_closest_marker("own_k") is None and not subject.supports_k(opts.k):
+    if request.node.get_closest_marker("own_k") is None and not subject.supports_k(subject.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at "
-                    f"--equiv-k {opts.k}")
+                    f"k = {subject.k}")
     return Suite(request, subject, opts)
 
 
@@ -69,12 +77,14 @@ def property_of(item) -> str | None:
     return getattr(item, "originalname", item.name).removeprefix("test_")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    activate(config)
     config.addinivalue_line("markers", "own_k: the test chooses its own k (the suite fixture does not skip on k)")
 
 
 def pytest_collection_modifyitems(config, items):
-    op = config.getoption("equiv_op")
+    op = option(config, "equiv_op")
     other = [item for item in items if op_of(item) != op]
     if other:                                    # --equiv-op picks one operation's properties
         config.hook.pytest_deselected(items=other)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import pytest
 
+from equiv.plugin import option
+
 pytestmark = pytest.mark.equiv_op("verify")
 EXACT = ("contract", "support", "greedy")
 QUICK_EXAMPLES = 6
@@ -28,7 +30,7 @@ QUICK_EXAMPLES = 6
 
 def pytest_generate_tests(metafunc):
     if "verifier" in metafunc.fixturenames:
-        spec = metafunc.config.getoption("equiv_candidate")
+        spec = option(metafunc.config, "equiv_candidate")
         from equiv.ops.verify.paths import verifier_names
 
         names = [spec] if spec else verifier_names()
@@ -39,14 +41,16 @@ def pytest_generate_tests(metafunc):
 def device(request):
     from equiv.devices import resolve_device
 
-    return resolve_device(request.config.getoption("equiv_device"))
+    return resolve_device(option(request.config, "equiv_device"))
 
 
 def _judge(verifier, cases, device, request, checks):
     from equiv.ops.verify.judge import run_judge
-    from equiv.ops.verify.paths import load_verifier
 
-    verdict = run_judge(load_verifier(verifier), cases, device=device, spec=verifier)
+    from equiv.properties.subjects import parse_timeout
+
+    timeout = parse_timeout(option(request.config, "equiv_timeout"))
+    verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=timeout)
     failed = [c for c in verdict.checks if c.check in checks and not c.passed]
     if failed:
         c = failed[0]
@@ -63,7 +67,7 @@ def test_verify_drawn_recipes(verifier, device, request):
     from equiv.properties.verify_strategies import verify_recipes
 
     request.node.user_properties.append(("equiv_property", "verify_drawn_recipes"))
-    quick = request.config.getoption("equiv_budget") == "quick"
+    quick = option(request.config, "equiv_budget") == "quick"
     count = {"examples": 0}
 
     @settings(max_examples=QUICK_EXAMPLES if quick else settings.default.max_examples,
@@ -95,6 +99,6 @@ def test_verify_statistics(verifier, device, request):
     from equiv.ops.verify.plans import statistical_cases
 
     request.node.user_properties.append(("equiv_property", "verify_statistics"))
-    budget = request.config.getoption("equiv_budget")
+    budget = option(request.config, "equiv_budget")
     _judge(verifier, statistical_cases(budget), device, request,
            EXACT + ("acceptance", "distribution"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from equiv.validation import check_choice, check_choices, check_float, check_int
+from equiv.validation import check_choice, check_choices, check_int
 
 STAGES = ("properties", "statistics")
 DEFAULT_STAGES = STAGES
@@ -53,59 +53,73 @@ def _load(spec, device: str, timeout: float):
 
 
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
-                    timeout: float = 60.0, stages=DEFAULT_STAGES, progress=None):
+                    timeout=60.0, stages=DEFAULT_STAGES, progress=None):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
-    from equiv.gate import GateResult, property_checks
+    from equiv.gate import GateCheck, GateResult, Stage, _stage, property_checks
     from equiv.ops.verify.judge import run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
+    from equiv.properties.subjects import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
     seed = check_int("seed", seed, min_value=0)
-    timeout = check_float("timeout", timeout, min_value=0.0, exclusive_min=True)
+    timeout = parse_timeout(timeout)
     stages = check_choices("stages", stages, STAGES)
     device = resolve_device(device)
     target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
-    checks, counts = [], {}
-    if "properties" in stages:
-        got = property_checks(spec, k=1, device=device, dtypes=("float32",), budget=budget, seed=seed,
-                              timeout=_PROPERTY_TIMEOUT[budget], op="verify", select="not verify_statistics")
-        checks += got
-        counts["properties"] = (sum(c.passed for c in got), len(got))
-    if "statistics" in stages:
-        from equiv.gate import GateCheck
-
-        if loaded is not None:
-            got = [GateCheck("statistics", False, f"the verifier {loaded.problem} while loading")]
+    checks, done, calls = [], [], 0
+    if loaded is not None:
+        checks.append(GateCheck("load", False, f"the verifier {loaded.problem}"))
+        done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
+    for n, name in enumerate(stages if loaded is None else ()):
+        if progress:
+            progress(n, len(stages), name)
+        if name == "properties":
+            stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
+                _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
+            got, st = property_checks(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
+                                      seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
+                                      select="not verify_statistics")
         elif any("did not return within" in c.detail for c in checks):
-            got = [GateCheck("statistics", False, "not run: the verifier hung in an earlier stage")]
+            got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
         else:
-            s0 = time.perf_counter()
             again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
                      f"--seed {seed} --device {device}")
             verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
-                                seed=seed, timeout=timeout, progress=progress, repro=again)
-            got = _gate_checks("statistics", verdict, time.perf_counter() - s0)
+                                seed=seed, timeout=timeout, repro=again)
+            calls += verdict.calls
+            got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
+            st = _stage("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
+                                            "rows": verdict.rows,
+                                            "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
+                                                       f"{verdict.rows} rows"})
         checks += got
-        counts["statistics"] = (sum(c.passed for c in got), len(got))
-    return GateResult(candidate=spec, passed=bool(checks) and all(c.passed for c in checks),
-                      checks=tuple(checks), k=0, device=device, dtypes=("float32",), budget=budget,
-                      seed=seed, duration_s=time.perf_counter() - t0, stages=counts, op="verify")
+        done.append(st)
+    if progress:
+        progress(len(stages), len(stages), "done")
+    done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
+    effective = any(st.effective for st in done)
+    return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
+                      checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done), calls=calls,
+                      op="verify")
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
-                     timeout: float = 60.0):
+                     timeout=60.0):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     from equiv.devices import resolve_device
     from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
     from equiv.ops.verify.recipes import VerifyRecipe
+    from equiv.properties.subjects import parse_timeout
 
     recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
     calls = check_int("calls", calls, min_value=1)
     seed = check_int("seed", seed, min_value=0)
     device = resolve_device(device)
+    timeout = parse_timeout(timeout)
     target, spec, _ = _load(spec, device, timeout)
     case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
     return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout)
