@@ -124,7 +124,7 @@ VERIFIERS = os.path.join(os.path.dirname(__file__), "candidates", "verifiers.py"
     ("raises", "raised RuntimeError: CUDA error"),
     ("int32_output", "returned dtype int32, not int64"),
     ("drops_bonus", "returned shape [8, 3], not [8, 4]"),
-    ("edits_target_probs", "modified its target_probs during the call"),
+    ("edits_target_probs", "modified its input target_probs during the call"),
     ("ignores_generator", "the same generator seed gave"),
     ("hangs", "did not return within 6 s"),
     ("exits", "exited with code 0"),
