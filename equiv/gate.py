@@ -37,6 +37,7 @@ BUDGETS = {
              "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 STAGES = ("properties", "tolerance", "mtp")
+OPS = ("draft_topk", "verify")
 K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
 
 
@@ -90,6 +91,7 @@ class GateResult:
     duration_s: float
     stages: tuple = ()
     calls: int = 0
+    op: str = "draft_topk"
 
     @property
     def failed(self) -> NamedChecks:
@@ -100,7 +102,8 @@ class GateResult:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "passed": self.passed, "k": list(self.k), "device": self.device,
+        return {"op": self.op, "candidate": self.candidate, "passed": self.passed, "k": list(self.k),
+                "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "calls": self.calls,
                 "stages": {s.name: s.to_json() for s in self.stages},
@@ -110,9 +113,10 @@ class GateResult:
         """Compact verdict: a line per stage, then the first failures of each with evidence."""
         verdict = "PASS" if self.passed else "FAIL"
         ks = ",".join(map(str, self.k))
-        lines = [f"equiv gate: {self.candidate} (k={ks}, {self.device}, "
-                 f"{'/'.join(self.dtypes)}, budget {self.budget}, seed {self.seed}): {verdict} "
-                 f"in {self.duration_s:.1f} s"]
+        what = (f"k={ks}, {self.device}, {'/'.join(self.dtypes)}" if self.op == "draft_topk"
+                else f"op {self.op}, {self.device}")
+        lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
+                 f"{verdict} in {self.duration_s:.1f} s"]
         stage_names = {s.name for s in self.stages}
         for c in self.failed:
             if c.name.split(":")[0] not in stage_names and c.name.split(":")[0] not in _PREFIX_STAGE:
@@ -150,7 +154,7 @@ class GateResult:
 
 
 _PREFIX_STAGE = {"property": "properties", "properties": "properties", "tolerance": "tolerance",
-                 "mtp": "mtp"}
+                 "mtp": "mtp", "statistics": "statistics"}
 
 
 def _stage(name: str, checks: list[GateCheck], ran: dict | None = None, why: str = "") -> Stage:
@@ -163,13 +167,14 @@ def _fmt_timeout(timeout: float | None) -> str:
 
 
 def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
-                    timeout: float | None, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
+                    timeout: float | None, stage_timeout: float, op: str = "draft_topk",
+                    select: str | None = None) -> tuple[list[GateCheck], Stage]:
     """Run the property suite on the candidate in a subprocess (``equiv.suite_process``: the
     caller's folder, shielded from its pytest config) and turn each test into a check."""
     from equiv.suite_process import run_suite
 
     run = run_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                    timeout=stage_timeout, call_timeout=timeout)
+                    timeout=stage_timeout, call_timeout=timeout, op=op, select=select)
     repro, tail = run.repro, run.output_tail
     if run.timed_out:
         c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
@@ -340,9 +345,15 @@ def parse_ks(k) -> tuple:
 
 def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
-             stages=STAGES, progress=None) -> GateResult:
+             stages=None, progress=None, op: str = "draft_topk") -> GateResult:
     """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
-    stage as it starts."""
+    stage as it starts. ``op="verify"`` is the verifier's gate (``equiv.ops.verify.gate``)."""
+    if check_choice("op", op, OPS) == "verify":
+        from equiv.ops.verify.gate import DEFAULT_STAGES, run_verify_gate
+
+        return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
+                               stages=stages or DEFAULT_STAGES, progress=progress)
+    stages = stages or STAGES
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
     from equiv.properties.subjects import parse_timeout

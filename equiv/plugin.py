@@ -46,7 +46,9 @@ PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
 GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
 DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None, "equiv_k": "1",
-            "equiv_budget": "full", "equiv_report_json": None, "equiv_timeout": "60", "equiv_require": None}
+            "equiv_budget": "full", "equiv_report_json": None, "equiv_timeout": "60", "equiv_require": None,
+            "equiv_op": "draft_topk"}
+OPS = ("draft_topk", "verify")
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 
@@ -70,6 +72,9 @@ def pytest_addoption(parser, pluginmanager):
                     help="quick: a few examples per property (pre-merge gate); full (default): the profile's counts")
     group.addoption("--equiv-require", default=None, metavar="WHAT",
                     help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
+    group.addoption("--equiv-op", default=None, choices=OPS,
+                    help="the operation judged: draft_topk (default) or verify, a rejection sampler "
+                         "fn(draft_token_ids, draft_probs, target_probs, generator)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -158,7 +163,7 @@ def _validate(config) -> None:
             from equiv.devices import resolve_device
             from equiv.run import load_check
 
-            load_check(spec, resolve_device(device), timeout)
+            load_check(spec, resolve_device(device), timeout, op=option(config, "equiv_op"))
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -172,6 +177,7 @@ def activate(config) -> None:
         return
     config.stash[_ACTIVE] = True
     config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA device; skipped when none is present")
+    config.addinivalue_line("markers", "equiv_op(name): a property of that operation (default draft_topk)")
     try:
         _load_profile(config)
     except ImportError:                          # hypothesis missing: property tests will say so
@@ -263,7 +269,7 @@ class JsonReport:
         for t in tests:
             counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
         options = {name: option(self.config, f"equiv_{name}")
-                   for name in ("candidate", "device", "dtype", "k", "budget")}
+                   for name in ("op", "candidate", "device", "dtype", "k", "budget")}
         doc = {"exitstatus": int(exitstatus), "profile": settings.get_current_profile_name(),
                "options": options, "counts": counts, "tests": tests}
         write_json(self.path, doc)

@@ -53,16 +53,19 @@ def absolute_spec(spec: str) -> str:
 
 
 def pytest_args(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
-                call_timeout: float | None = 60.0) -> list[str]:
-    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite."""
+                call_timeout: float | None = 60.0, op: str = "draft_topk", select: str | None = None) -> list[str]:
+    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite;
+    ``op="verify"`` runs the verify properties (no k, no dtype), ``select`` is a ``-k`` expression."""
     where = suite_dir()
+    judged = ([f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}"] if op == "draft_topk"
+              else [f"--equiv-op={op}"])
     return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
             "-p", "hypothesispytest", "-p", "equiv.plugin", "-p", "equiv.properties.conftest",
             "-p", "no:cacheprovider", "-q",
             "--pyargs", "equiv.properties", f"--equiv-candidate={absolute_spec(spec)}",
-            f"--equiv-device={device}", f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}",
+            f"--equiv-device={device}", *judged,
             f"--equiv-budget={budget}", f"--equiv-timeout={'inf' if call_timeout is None else f'{call_timeout:g}'}",
-            f"--hypothesis-seed={seed}"]
+            f"--hypothesis-seed={seed}"] + (["-k", select] if select else [])
 
 
 def _ks(k) -> str:
@@ -126,12 +129,13 @@ def kill_all() -> None:
 
 
 def run_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
-              timeout: float | None, call_timeout: float | None = 60.0) -> SuiteRun:
+              timeout: float | None, call_timeout: float | None = 60.0, op: str = "draft_topk",
+              select: str | None = None) -> SuiteRun:
     """Run the suite on ``spec`` from the caller's folder; see the module docstring."""
     import json
 
     args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                       call_timeout=call_timeout)
+                       call_timeout=call_timeout, op=op, select=select)
     repro = repro_line(args, budget)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:

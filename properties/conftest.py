@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from equiv.plugin import activate, register_profiles
+from equiv.plugin import activate, option, register_profiles
 from equiv.properties.known_failures import KNOWN_FAILURES
 
 EQUIV_SUITE = True
@@ -46,7 +46,14 @@ def _test_id(subject) -> str:
     return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.test_id)
 
 
+def op_of(item) -> str:
+    marker = item.get_closest_marker("equiv_op")
+    return marker.args[0] if marker else "draft_topk"
+
+
 def pytest_generate_tests(metafunc):
+    if option(metafunc.config, "equiv_op") != "draft_topk":
+        return                                   # the draft properties are deselected below
     if "subject" in metafunc.fixturenames:
         _, subjects = _options(metafunc.config)
         metafunc.parametrize("subject", subjects, ids=[_test_id(s) for s in subjects])
@@ -77,6 +84,11 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    op = option(config, "equiv_op")
+    other = [item for item in items if op_of(item) != op]
+    if other:                                    # --equiv-op picks one operation's properties
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if op_of(item) == op]
     slots = [i for i, item in enumerate(items) if property_of(item) is not None]
     order = {name: n for n, name in enumerate(PROPERTY_ORDER)}
     ordered = sorted((items[i] for i in slots), key=lambda it: order.get(property_of(it), len(order)))

@@ -11,6 +11,9 @@ def add_parser(sub):
     p.add_argument("--candidate", required=True, metavar="SPEC",
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
+    p.add_argument("--op", default="draft_topk", metavar="draft_topk|verify",
+                   help="the operation: draft_topk (default) or verify, a rejection sampler "
+                        "fn(draft_token_ids, draft_probs, target_probs, generator)")
     p.add_argument("--k", default="1", metavar="K[,K...]",
                    help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
     add_device(p)
@@ -23,8 +26,9 @@ def add_parser(sub):
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage (default 129280)")
     p.add_argument("--timeout", default="60", metavar="SEC",
                    help="per-call time-out in seconds, in every stage (default 60; inf: none)")
-    p.add_argument("--stages", default=",".join(STAGES), metavar="STAGES",
-                   help=f"comma-separated stages to run, from: {listed(STAGES)} (default: all)")
+    p.add_argument("--stages", default=None, metavar="STAGES",
+                   help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
+                        f"properties, statistics (default: all)")
     add_json(p, "the verdict")
     p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(run=run)
@@ -38,7 +42,7 @@ def run(args) -> int:
     with args.console.progress("equiv gate", unit="check") as bar:
         result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
                           budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                          stages=args.stages, progress=bar)
+                          stages=args.stages, progress=bar, op=args.op)
     args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
     write_json(args, result.to_json())
     if args.junit_file:

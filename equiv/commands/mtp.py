@@ -42,6 +42,9 @@ def add_parser(sub):
     p.add_argument("--tree-topk", type=int, default=None, help="tree consumer: topk (default 4)")
     p.add_argument("--tree-tokens", type=int, default=None,
                    help="tree consumer: tokens verified per round, root included (default 8)")
+    p.add_argument("--verify", default=None, metavar="SPEC",
+                   help="verify target_only with this verifier (torch_sampler, reference_sampler, "
+                        "pkg.mod:fn or file.py:fn) instead of the built-in one")
     add_json(p, "every record")
     p.add_argument("--plot", default=None, metavar="FILE", help="write the PNG of histograms to FILE")
     p.set_defaults(run=run)
@@ -63,7 +66,7 @@ def run(args) -> int:
         result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab,
                          sequences=args.sequences, rounds=args.rounds, seed=args.seed,
                          device=args.device, trace=args.trace, budget=budget, progress=bar,
-                         timeout=parse_timeout(args.timeout), **optional)
+                         timeout=parse_timeout(args.timeout), verifier=args.verify, **optional)
     elapsed = time.monotonic() - start
     for note in result.notes:
         args.console.note(f"note: {note}")
