@@ -92,6 +92,7 @@ class GateResult:
     stages: tuple = ()
     calls: int = 0
     op: str = "draft_topk"
+    diagnosis: object = None                      # equiv.diagnose.Diagnosis: the defects behind the failures
 
     @property
     def failed(self) -> NamedChecks:
@@ -107,6 +108,7 @@ class GateResult:
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "calls": self.calls,
                 "stages": {s.name: s.to_json() for s in self.stages},
+                **(self.diagnosis.beside_checks() if self.diagnosis is not None else {"defects": []}),
                 "checks": [c.to_json() for c in self.checks]}
 
     def summary(self, shown_per_stage: int = 2) -> str:
@@ -117,6 +119,8 @@ class GateResult:
                 else f"op {self.op}, {self.device}")
         lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
                  f"{verdict} in {self.duration_s:.1f} s"]
+        if self.diagnosis is not None and not self.passed:
+            lines += [self.diagnosis.summary(), "checks:"]
         stage_names = {s.name for s in self.stages}
         for c in self.failed:
             if c.name.split(":")[0] not in stage_names and c.name.split(":")[0] not in _PREFIX_STAGE:
@@ -403,7 +407,11 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
             progress(len(stages), len(stages), "done")
         done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
     effective = any(st.effective for st in done)
+    from equiv.diagnose.attach import for_gate
+
+    diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
+                         elapsed_s=time.perf_counter() - t0)
     return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
                       checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done),
-                      calls=runner.calls)
+                      calls=runner.calls, diagnosis=diagnosis)

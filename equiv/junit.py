@@ -35,5 +35,14 @@ def junit_xml(result) -> str:
         if not c.passed:
             fail = element(case, "failure", message=c.detail[:1000], type="EquivalenceFailure")
             fail.text = clean_text("\n".join(x for x in (c.detail, c.counterexample, c.repro) if x))
+    diagnosis = getattr(result, "diagnosis", None)
+    if diagnosis is not None:                    # one test case per defect, beside the checks
+        from equiv.diagnose.render import junit_cases
+
+        for name, message, body in junit_cases(diagnosis):
+            case = element(suite, "testcase", classname="equiv.gate.defect", name=name, time="0.000")
+            element(case, "failure", message=message, type="Defect").text = clean_text(body)
+        suite.set("tests", str(len(result.checks) + len(diagnosis.defects)))
+        suite.set("failures", str(failures + len(diagnosis.defects)))
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -287,3 +287,42 @@ def batch_dependent_reduction(logits, k):
     e[:, :vocab] = torch.exp(x - top[:, :1])
     s = e.view(batch, chunks, width).sum(-1).sum(-1, keepdim=True)
     return torch.exp(top - top[:, :1]) / s, idx
+# -- multi-defect mutants: two or three independent bugs in one kernel (equiv.diagnose must name
+# each of them once; docs/diagnosis.md has the table) -------------------------------------------
+def _first_valid_argmax(x):
+    """A greedy block argmax as kernels write it: ``best = -inf, index = V``, then ``x > best``
+    per 1024-block and across blocks. A row with no entry above -inf (all NaN, all -inf) keeps
+    the index V; a NaN entry is skipped."""
+    batch, vocab = x.shape
+    valid = x > -float("inf")                                   # False for NaN and -inf
+    blocks = _blocks(torch.where(valid, x, -float("inf")), -float("inf"))
+    block_max, local = blocks.max(-1)                           # [B, nblocks]
+    best_block = torch.argmax(block_max, -1, keepdim=True)
+    idx = best_block * BLOCK + local.gather(-1, best_block)
+    return torch.where(valid.any(-1, keepdim=True), idx, torch.full_like(idx, vocab))
+
+
+@mutant("three defects: split-vocabulary argmax", "the split-vocabulary argmax of an early engine "
+        "kernel: topk_p is a constant 1.0; rows are addressed as row * V (a non-contiguous batch "
+        "reads another row); a row with no finite maximum (all NaN, all -inf) returns the index V")
+def split_vocab_argmax(logits, k):
+    batch, vocab = logits.shape
+    flat = torch.as_strided(logits, (batch, vocab), (vocab, 1), logits.storage_offset())
+    idx = _first_valid_argmax(flat.float())
+    return torch.ones(idx.shape, dtype=torch.float32, device=logits.device), idx
+
+
+@mutant("two defects: ragged tail and NaN masking", "the loop covers whole 1024-blocks only (the "
+        "ragged tail of the row is never read) and the input is sanitised with nan_to_num (a NaN "
+        "row answers a confident probability)")
+def tail_ignored_nan_masked(logits, k):
+    return tail_ignored.fn(torch.nan_to_num(logits.float(), nan=-float("inf"), posinf=3e38), k)
+
+
+@mutant("two defects: grid cap and half-precision sum", "the launch grid covers 16 rows (rows 16.. "
+        "keep the zeros of the output) and the sum over 1024-blocks is kept in the input dtype")
+def grid_cap_half_sum(logits, k):
+    p = torch.zeros((logits.shape[0], k), dtype=torch.float32, device=logits.device)
+    idx = torch.zeros((logits.shape[0], k), dtype=torch.int64, device=logits.device)
+    p[:16], idx[:16] = input_dtype_accumulator.fn(logits[:16], k)
+    return p, idx

@@ -38,8 +38,11 @@ def run(args) -> int:
         write_json(args, verdict.to_json())
         args.console.out(verdict.summary())
         return 0 if verdict.passed else 1
+    import time
+
     from equiv.compare import compare
     from equiv.devices import resolve_device
+    from equiv.diagnose.attach import for_comparison
     from equiv.inputs import Recipe
     from equiv.properties.subjects import parse_timeout
     from equiv.run import load_check
@@ -49,7 +52,10 @@ def run(args) -> int:
     device = resolve_device(args.device)
     timeout = parse_timeout(args.timeout)
     load_check(args.candidate, device, timeout)  # CandidateLoadError -> exit 2, before any work
+    t0 = time.perf_counter()
     result = compare(args.candidate, recipe, k=args.k, timeout=timeout, device=device)
-    write_json(args, result.to_json())
-    args.console.out(result.summary())
+    diagnosis = for_comparison(args.candidate, result, device=device, timeout=timeout,
+                               elapsed_s=time.perf_counter() - t0)
+    write_json(args, {**result.to_json(), **diagnosis.beside_checks()})
+    args.console.out((diagnosis.summary() + "\n" if diagnosis.defects else "") + result.summary())
     return 0 if result.passed else 1

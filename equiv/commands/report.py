@@ -78,10 +78,16 @@ def run(args) -> int:
     for p in paths:
         load_check(p, device, timeout)           # fail fast, exit 2, before any work (in its worker)
     paths = [p for p in paths if p not in path_names() or get_path(p).supports_k(k)]
+    import time
+
+    from equiv.diagnose.attach import for_report, with_defects
+
+    t0 = time.perf_counter()
     with args.console.progress("equiv report", unit="case") as bar:
         report = report_rows(paths, dtypes, families, vocab=vocab, batch=batch, seed=seed, k=k,
                              device=device, progress=bar, timeout=timeout)
-    text = _with_version(render(report, fmt, mtp), fmt)
+    diagnoses = for_report(report, timeout=timeout, elapsed_s=time.perf_counter() - t0)
+    text = _with_version(with_defects(render(report, fmt, mtp), fmt, diagnoses), fmt)
     if args.out:
         atomic_write(args.out, text if text.endswith("\n") else text + "\n")
         args.console.note(f"equiv report: wrote {fmt} report to {args.out} "

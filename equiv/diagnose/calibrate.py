@@ -1,0 +1,174 @@
+"""Calibrate the diagnosis on the mutant zoo: every mutant must map to its expected kinds, nothing more.
+
+Plan
+----
+- ``EXPECTED_KINDS``: for each mutant of ``equiv.mutants`` (and the built-in paths), the kinds of
+  defect the diagnosis must name -- one per independent bug, none for a correct path.
+- ``mini_gate(spec, k)``: a cheap stand-in for the gate's failing checks, for the test suite: a
+  fixed battery of inputs, one per feature the isolation varies (padding, batch size past 4 and
+  past 16, poisoned rows, a ragged tile, rows at different heights, large magnitudes, bfloat16
+  at V = 32000, a raw single entry, a second call of one shape), run through ``equiv.compare``;
+  each failing input becomes one failing check with its recipe, as the gate reports them.
+- ``calibrate(names, gate=True)`` runs, per candidate, the real gate (``gate=True``: the quick
+  budget on the CPU, in this process, so a stateful candidate keeps its state as in ``equiv
+  gate``) or the mini gate, then the diagnosis, and returns one ``Row`` each: kinds expected and
+  found, trigger, the gate's and the diagnosis's wall time.
+- ``python -m equiv.diagnose.calibrate [NAME ...] [--mini] [--device=cuda]`` prints the table of
+  docs/diagnosis.md (mutant -> kinds found -> trigger) and exits 1 on any mismatch.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+EXPECTED_KINDS = {
+    "constant_probability": ("placeholder_probability",),
+    "index_off_by_one": ("wrong_index",),
+    "second_best_index": ("wrong_index",),
+    "padding_lane_wins": ("out_of_vocabulary_index",),
+    "no_max_subtraction": ("magnitude",),
+    "nan_masked": ("poison_made_finite",),
+    "rows_past_four_unwritten": ("batch_size",),
+    "wrong_axis_softmax": ("neighbour_rows",),
+    "bf16_probabilities": ("value_error",),
+    "int32_indices": ("output_format",),
+    "squeezed_output": ("output_format",),
+    "tail_ignored": ("shape_threshold",),
+    "contiguous_stride_assumed": ("non_contiguous",),
+    "cached_by_shape": ("stale_output",),
+    "global_max_subtraction": ("neighbour_rows",),
+    "input_dtype_accumulator": ("dtype_specific",),
+    "topk_ascending": ("rank_order",),
+    "duplicate_indices": ("rank_order",),
+    "input_modified_in_place": ("input_write",),
+    "guarded_division": ("poison_made_finite",),
+    "argmax_of_downcast": ("wrong_index",),
+    "online_rescale_missing": ("shape_threshold",),
+    "split_vocab_argmax": ("out_of_vocabulary_index", "non_contiguous", "placeholder_probability"),
+    "tail_ignored_nan_masked": ("shape_threshold", "poison_made_finite"),
+    "grid_cap_half_sum": ("batch_size", "dtype_specific"),
+    "hardcoded_one": ("placeholder_probability",),
+    "softmax_topk": (),
+    "identity_top1": (),
+    "ties_to_last_index": (),
+    "float64_compute": (),
+}
+
+# One input per feature the isolation varies (module docstring); a raw entry is (values, dtype).
+BATTERY = (
+    "gaussian:seed=0,batch=4,vocab=1000,dtype=float32",
+    "gaussian:seed=0,batch=3,vocab=33,dtype=float32,pad=1",
+    "poison_mix:seed=0,batch=6,vocab=3,dtype=float32",
+    "gaussian:seed=0,batch=7,vocab=3,dtype=float32",
+    "gaussian:seed=0,batch=17,vocab=3,dtype=float32",
+    "gaussian:seed=0,batch=1,vocab=1025,dtype=float32",
+    "row_offsets:seed=0,batch=4,vocab=33,dtype=float32",
+    "huge:seed=0,batch=2,vocab=33,dtype=float32",
+    "gaussian:seed=1,batch=1,vocab=32000,dtype=bfloat16",
+    "ties_max:seed=0,batch=2,vocab=8,dtype=float32,ties=3",
+    "gaussian:seed=240,batch=1,vocab=1000,dtype=float32",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    expected: tuple
+    found: tuple
+    triggers: tuple
+    failing_checks: int
+    gate_s: float
+    diagnosis_s: float
+    calls: int
+    unexplained: tuple = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return sorted(self.found) == sorted(self.expected)
+
+    def line(self) -> str:
+        found = ", ".join(self.found) or "none"
+        trig = "; ".join(f"`{t}`" for t in self.triggers) or "-"
+        share = f"{100 * self.diagnosis_s / self.gate_s:.0f}%" if self.gate_s else "-"
+        return (f"| `{self.name}` | {found} | {'yes' if self.ok else '**NO**'} | {trig} | "
+                f"{self.failing_checks} | {self.gate_s:.1f} | {self.diagnosis_s:.2f} ({share}) |")
+
+
+def _spec(name: str) -> str:
+    from equiv.mutants import LEGAL_VARIANTS, MUTANTS
+
+    return f"equiv.mutants:{name}" if name in MUTANTS or name in LEGAL_VARIANTS else name
+
+
+def _k(name: str) -> int:
+    from equiv.mutants import MUTANTS
+
+    return MUTANTS[name].k if name in MUTANTS else 1
+
+
+def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
+    """The battery through ``equiv.compare``; a failing input is a failing check (docstring)."""
+    from equiv.compare import compare
+    from equiv.gate import GateCheck
+    from equiv.inputs import Recipe
+
+    checks = []
+    for i, text in enumerate(BATTERY):
+        recipe = Recipe.parse(text)
+        if recipe.vocab < k:
+            continue
+        res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=60.0)
+        checks.append(GateCheck(f"mini:{i}:{recipe.family}", res.passed,
+                                "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
+                                f"recipe {recipe}", res.repro))
+    first = Recipe.parse("gaussian:seed=0,batch=1,vocab=2,dtype=float32")
+    a = compare(spec, first.build(device), k, recipe=first, timeout=60.0)
+    b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1), timeout=60.0)
+    stale = a.passed and not b.passed
+    checks.append(GateCheck("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
+                            f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
+    return checks
+
+
+def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:
+    from equiv.diagnose import diagnose
+
+    rows = []
+    for name in names:
+        spec, k = _spec(name), _k(name)
+        t0 = time.perf_counter()
+        if gate:
+            from equiv.gate import run_gate
+
+            checks = run_gate(spec, k=k, device=device, seed=0).checks
+        else:
+            checks = mini_gate(spec, k, device)
+        t1 = time.perf_counter()
+        d = diagnose(spec, checks, k=k, device=device, timeout=60.0)
+        t2 = time.perf_counter()
+        rows.append(Row(name, EXPECTED_KINDS.get(name, ("?",)), tuple(x.kind for x in d.defects),
+                        tuple(x.trigger for x in d.defects), sum(not c.passed for c in checks),
+                        t1 - t0, t2 - t1, d.calls, d.unexplained))
+    return rows
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    gate = "--mini" not in argv
+    device = next((a.split("=", 1)[1] for a in argv if a.startswith("--device=")), "cpu")
+    names = [a for a in argv if not a.startswith("--")] or list(EXPECTED_KINDS)
+    print("| candidate | defects found | as expected | trigger | failing checks | gate s | diagnosis s |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for name in names:
+        row = calibrate([name], gate=gate, device=device)[0]
+        rows.append(row)
+        print(row.line(), flush=True)
+    bad = [r.name for r in rows if not r.ok]
+    print(f"\n{len(rows) - len(bad)} / {len(rows)} as expected" + (f"; mismatched: {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

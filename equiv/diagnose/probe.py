@@ -1,0 +1,290 @@
+"""Re-run the candidate on one input and say, row by row, what is wrong: the diagnosis's only call site.
+
+Plan
+----
+- ``Prober.observe(inputs)`` is the one function of the diagnosis that calls the candidate: the
+  candidate's runner (``equiv.run.runner_for``: a user's code in its supervised worker, our own
+  paths and the zoo in-process) answers the input (an ``equiv.Recipe``, or a ``RawInput`` sent
+  as ``equiv.run.Raw``) once, and ``equiv.compare`` judges that recorded answer (``_Replay``), so
+  the verdict -- pass or fail, REPRO line, contract, time-out, abnormal end, input written -- is
+  compare's own and the candidate is not called twice.
+- The diagnosis needs more than compare's verdict: *which rows* fail and *how*, so that a
+  failure can be explained by a defect already found. ``Observation.faults`` holds one bit set
+  per row, read from the returned arrays with the reference's own primitives (tie set,
+  ``prob_of``, poisoned rows) and the tolerance table: ``OOV`` (index outside ``[0, V)``),
+  ``INDEX`` (outside the tie set, or repeated), ``VALUE`` (topk_p off for the index returned, or
+  not descending), ``POISON`` (a poisoned row answered with a number), ``LEAK`` (a healthy row
+  beside poisoned ones answered non-finite). These bits attribute rows; they never pass or fail
+  an input (compare does).
+- ``status`` is compare's contract outcome in one word: ``pass``, ``fail`` (rows are wrong),
+  ``crash``, ``hang``, ``input`` (the input was written), ``format`` (shape / dtype / device),
+  ``oov``.
+- The prober counts calls and stops at its deadline (``exhausted``); observations are cached per
+  input unless ``fresh=True`` (the call-order tests need real repeated calls).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OOV, INDEX, VALUE, POISON, LEAK = 1, 2, 4, 8, 16
+FAULT_NAMES = {OOV: "oov", INDEX: "index", VALUE: "value", POISON: "poison", LEAK: "leak"}
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """Logits given element by element (small V): ``values`` float32-exact, cast to ``dtype``;
+    ``pad > 0`` makes the rows non-contiguous slices of a wider buffer (as ``Recipe.pad``)."""
+
+    values: np.ndarray = field(repr=False, compare=False)
+    dtype: str = "float32"
+    pad: int = 0
+    label: str = "raw"
+
+    @property
+    def batch(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def vocab(self) -> int:
+        return int(self.values.shape[1])
+
+    def key(self):
+        return ("raw", self.values.tobytes(), self.values.shape, self.dtype, self.pad)
+
+    def build(self, device="cpu"):
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(self.values, dtype=np.float32)).to(getattr(torch, self.dtype))
+        if self.pad:
+            buf = torch.full((x.shape[0], x.shape[1] + self.pad), 1e4, dtype=x.dtype)
+            buf[:, : x.shape[1]] = x
+            return buf.to(device)[:, : x.shape[1]]
+        return x.to(device)
+
+    def __str__(self) -> str:
+        return f"{self.label} [{self.batch}, {self.vocab}] {self.dtype}" + (f" pad={self.pad}" if self.pad else "")
+
+
+def input_key(inputs):
+    return inputs.key() if isinstance(inputs, RawInput) else ("recipe", str(inputs))
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One call of the candidate, judged by ``equiv.compare``, with its rows attributed."""
+
+    inputs: object                       # Recipe or RawInput
+    k: int
+    result: object = field(repr=False)   # equiv.ComparisonResult
+    status: str = "pass"
+    faults: np.ndarray = field(default=None, repr=False)   # [B] bit set per row
+    p: np.ndarray = field(default=None, repr=False)        # [B, k] float64, or None
+    idx: np.ndarray = field(default=None, repr=False)      # [B, k] int64, or None
+    ref: object = field(default=None, repr=False)          # reference.ReferenceResult
+    order: int = 0                        # the prober's call counter at this call
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result.passed)
+
+    @property
+    def regression_failed(self) -> bool:
+        return any(c.name == "regression" for c in self.result.failed_checks)
+
+    def rows_with(self, bits: int) -> np.ndarray:
+        if self.faults is None:
+            return np.zeros(0, dtype=int)
+        return np.flatnonzero(self.faults & bits)
+
+    def symptom(self) -> str:
+        """The first failing check's detail: the evidence line of this call."""
+        failed = self.result.failed_checks
+        return f"{failed[0].name}: {failed[0].detail}" if failed else "passes"
+
+
+def _status(result) -> str:
+    if result.passed:
+        return "pass"
+    contract = result.check("contract")
+    if contract.passed:
+        return "fail"
+    detail = contract.detail
+    if "did not return within" in detail:
+        return "hang"
+    if "modified its input" in detail or "wrote past" in detail:
+        return "input"
+    if detail.startswith("index out of range"):
+        return "oov"
+    if "did not return within" in detail:
+        return "hang"
+    if result.exception is not None or detail.startswith(("raised", "exited", "killed")):
+        return "crash"
+    return "format"
+
+
+# How an abnormal end of the call (``equiv.run.outcome.KINDS``) reads as an observation's status.
+_OUTCOME_STATUS = {"raised": "crash", "interrupt": "crash", "exit": "crash", "signal": "crash",
+                   "timeout": "hang", "not_called": "hang", "input": "input"}
+
+
+def _host(a, dtype):
+    from equiv.run import Array
+
+    return a.values.astype(dtype) if isinstance(a, Array) else None
+
+
+class _Replay:
+    """The answer the runner recorded, handed back to ``compare`` as a candidate: compare judges
+    it (contract, index, value, poisoning, regression) without calling the candidate again. An
+    abnormal end is raised again with its one-line problem, so compare reports it as it would."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+        self.name = "replay"
+
+    def __call__(self, logits, k):
+        import torch
+
+        from equiv.run import Array
+
+        if not self.outcome.ok:
+            raise _Abnormal(self.outcome.problem or self.outcome.kind)
+
+        def back(v):
+            if not isinstance(v, Array):
+                return v
+            t = torch.from_numpy(np.ascontiguousarray(v.values))
+            return t.to(getattr(torch, v.dtype)).to(logits.device).reshape(v.shape)
+
+        value = self.outcome.value
+        return type(value)(back(v) for v in value) if isinstance(value, (tuple, list)) else back(value)
+
+
+class _Abnormal(RuntimeError):
+    pass
+
+
+def row_faults(x, p, idx, k: int, dtype: str) -> tuple[np.ndarray, object]:
+    """``[B]`` fault bits of an answer ``(p, idx)`` to ``x`` (float32 values of an input of
+    ``dtype``), and the reference."""
+    from equiv import reference
+    from equiv.tolerance import tolerance_for
+
+    ref = reference.softmax_topk(x, k)
+    tol = tolerance_for(dtype)
+    batch, vocab = x.shape
+    faults = np.zeros(batch, dtype=np.int64)
+    oov = ((idx < 0) | (idx >= vocab)).any(axis=1)
+    faults[oov] |= OOV
+    safe = np.where((idx >= 0) & (idx < vocab), idx, 0)
+    exact = ref.prob_of(safe)
+    poisoned = ref.poisoned
+    bad_index = ~ref.in_tie_set(safe, tie_rtol=tol.rtol).all(axis=1)
+    if k > 1:
+        s = np.sort(idx, axis=1)
+        bad_index |= (s[:, 1:] == s[:, :-1]).any(axis=1)
+    with np.errstate(invalid="ignore"):
+        allowed = tol.allowed(exact, ref.topk_p[:, :1])
+        off = ~(np.abs(p - exact) <= allowed)               # NaN p is off
+        if k > 1:
+            off[:, 1:] |= (p[:, 1:] - p[:, :-1]) > allowed[:, 1:] + allowed[:, :-1]
+        limit_ok = np.isnan(p) | (np.abs(p - exact) <= tol.allowed(exact, 1.0))
+    posinf = np.array([kd == reference.POISON_POSINF for kd in ref.kind])
+    bad_poison = np.where(posinf, ~limit_ok.all(axis=1), ~np.isnan(p).all(axis=1))
+    leak = ~np.isfinite(p).all(axis=1) & poisoned.any()
+    faults[~oov & ~poisoned & bad_index] |= INDEX
+    faults[~oov & ~poisoned & off.any(axis=1) & ~leak] |= VALUE
+    faults[~oov & ~poisoned & leak] |= LEAK
+    faults[~oov & poisoned & bad_poison] |= POISON
+    if k > 1:                                   # a repeated index is wrong on any row
+        faults[~oov & (s[:, 1:] == s[:, :-1]).any(axis=1)] |= INDEX
+    return faults, ref
+
+
+def _agree_with(result, faults) -> np.ndarray:
+    """Compare is the verdict: a check it failed shows at least on its worst row."""
+    for name, bits in (("index", INDEX), ("value", VALUE), ("poisoning", POISON | LEAK)):
+        c = result.check(name)
+        if c.ran and not c.passed and not (faults & bits).any() and c.worst_row is not None:
+            faults[c.worst_row] |= bits & (INDEX | VALUE | POISON)
+    return faults
+
+
+class Prober:
+    """Calls the candidate ``spec`` on inputs, one ``equiv.compare`` per call (module docstring)."""
+
+    def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float = 60.0,
+                 deadline: float | None = None, max_calls: int = 400):
+        from equiv.run import runner_for
+
+        self.runner = runner_for(spec, device, timeout)
+        self.spec = self.runner.spec if not self.runner.isolated else str(spec)
+        self.k, self.device, self.timeout = k, device, timeout
+        self.deadline, self.max_calls = deadline, max_calls
+        self.calls = 0
+        self.hung = False
+        self._cache: dict = {}
+        self._shapes: set = set()
+        self._answers: dict = {}
+
+    def answers_at(self, obs) -> list:
+        """Earlier observations of other inputs at the shape, dtype and k of ``obs``."""
+        key = (obs.inputs.batch, obs.inputs.vocab, obs.inputs.dtype, obs.k)
+        return [o for o in self._answers.get(key, ()) if o is not obs and o.p is not None
+                and input_key(o.inputs) != input_key(obs.inputs)]
+
+    def seen_shapes(self) -> set:
+        """Every (batch, vocab) this prober has called the candidate on."""
+        return set(self._shapes)
+
+    @property
+    def exhausted(self) -> bool:
+        late = self.deadline is not None and time.perf_counter() > self.deadline
+        return self.hung or late or self.calls >= self.max_calls
+
+    def observe(self, inputs, k: int | None = None, *, fresh: bool = False,
+                regression: bool = False) -> Observation:
+        """``regression``: also judge the regression rule (it runs the baseline on the input,
+        doubling the cost of a call; only a failure of that rule alone needs it)."""
+        k = self.k if k is None else k
+        key = (input_key(inputs), k, regression)
+        if not fresh and key in self._cache:
+            return self._cache[key]
+        obs = self._call(inputs, k, regression)
+        self._cache[key] = obs
+        return obs
+
+    def _call(self, inputs, k: int, regression: bool = False) -> Observation:
+        """The one call site: the candidate's runner (``equiv.run``: a supervised worker for a
+        user's code) answers once; ``equiv.compare`` judges that answer, replayed in-process."""
+        from equiv.compare import compare
+        from equiv.inputs import Recipe
+        from equiv.run import Raw
+
+        x = inputs.build("cpu")
+        values = x.float().numpy().copy()
+        run_input = inputs if isinstance(inputs, Recipe) else Raw.of(x)
+        self.calls += 1
+        self._shapes.add(tuple(x.shape))
+        outcome = self.runner.call(run_input, k, timeout=self.timeout)
+        status = _OUTCOME_STATUS.get(outcome.kind) if not outcome.ok else None
+        self.hung = self.hung or outcome.kind in ("timeout", "not_called")
+        recipe = inputs if isinstance(inputs, Recipe) else None
+        result = compare(_Replay(outcome), x.to(self.device), k, recipe=recipe, name=self.spec,
+                         regression=regression)
+        status = status or _status(result)
+        p = idx = faults = ref = None
+        value = outcome.value if outcome.ok else None
+        if isinstance(value, (tuple, list)) and len(value) == 2 and status in ("pass", "fail", "oov"):
+            p, idx = _host(value[0], np.float64), _host(value[1], np.int64)
+            if p is not None and idx is not None and p.shape == idx.shape == (x.shape[0], k):
+                faults, ref = row_faults(values, p, idx, k, inputs.dtype)
+                faults = _agree_with(result, faults)
+            else:
+                p = idx = None
+        obs = Observation(inputs, k, result, status, faults, p, idx, ref, order=self.calls)
+        self._answers.setdefault((inputs.batch, inputs.vocab, inputs.dtype, k), []).append(obs)
+        return obs
