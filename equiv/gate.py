@@ -2,16 +2,22 @@
 
 Plan
 ----
-1. Load the candidate (an unloadable spec is a usage error, exit 2, before any work).
-2. ``properties``: run the property suite of ``properties/`` against the candidate through
+1. Resolve the candidate and start its worker (``equiv.run``): a spec that does not load is a
+   usage error (exit 2) before any work; an import that exits, is killed or hangs is a failed
+   ``load`` check, and no stage runs.
+2. ``properties``: run the property suite of ``equiv.properties`` against the candidate through
    pytest in a subprocess (so the gate and ``pytest --equiv-candidate`` are one source of truth),
-   and read the per-test JSON the plugin writes. Each property is one check.
-3. ``tolerance``: ``equiv.compare`` on every input family at V = 129280 (one check per family x
-   dtype), each candidate call under a per-call time-out.
-4. ``mtp``: the speculative-decoding harness, candidate against ``softmax_topk`` on the same
-   seeds, under the default consumers: the candidate must be lossless and equivalent in accept
-   length.
-Budgets: ``quick`` (a pull request: seconds) and ``full`` (nightly: more examples, seeds, dtypes).
+   and read the per-test JSON the plugin writes. Each property is one check; pytest's exit code
+   must agree with the records (a crashed or interrupted run is a failure, never a pass).
+3. ``tolerance``: ``equiv.compare`` on every input family x dtype x k asked at V = 129280, the
+   worker building each recipe on the device; at the end of the stage the inputs are checked once
+   more (a late write from a thread or a stream).
+4. ``mtp``: the speculative-decoding harness as a probe in the candidate's worker, candidate
+   against ``softmax_topk`` on the same seeds: greedy, target-only and confidence chains at
+   k = 1, tree drafting at each k > 1 asked. Nothing calls the candidate at a k not asked.
+Each stage is reported as run (with what ran), not applicable (why) or not run (why); a verdict
+in which no check ran fails with "nothing was checked". Only this process says PASS, after every
+stage it owns finished. Budgets: ``quick`` (a pull request: seconds) and ``full`` (nightly).
 The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``summary()``.
 """
 from __future__ import annotations
@@ -24,14 +30,14 @@ from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
     # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget
+    # shape_elements: the coverage plan's largest B x V (2**25: [1024, 32000]; 2**28: [1024, 151936])
     "quick": {"dtypes": ("float32", "bfloat16"), "batch": 4, "seeds": 1, "mtp_timeout": 300,
-              "properties_timeout": 300},
+              "properties_timeout": 300, "shape_elements": 2 ** 25},
     "full": {"dtypes": ("float32", "bfloat16", "float16"), "batch": 16, "seeds": 3, "mtp_timeout": 3600,
-             "properties_timeout": 3600},
+             "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
-
-
-_STAGE_PREFIX = {"properties": "property", "tolerance": "tolerance", "mtp": "mtp"}
+STAGES = ("properties", "tolerance", "mtp")
+K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
 
 
 @dataclass(frozen=True)
@@ -52,51 +58,89 @@ class GateCheck:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One stage of a gate run: ``status`` is ``pass``, ``FAIL``, ``not applicable`` or ``not run``;
+    ``ran`` says what ran (calls, examples, shapes, dtypes, k), ``why`` the reason when it did not."""
+
+    name: str
+    status: str
+    passed: int = 0
+    total: int = 0
+    why: str = ""
+    ran: dict = field(default_factory=dict)
+
+    @property
+    def effective(self) -> bool:
+        return self.status in ("pass", "FAIL") and self.total > 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class GateResult:
     candidate: str
     passed: bool
     checks: tuple
-    k: int
+    k: tuple
     device: str
     dtypes: tuple
     budget: str
     seed: int
     duration_s: float
-    stages: dict = field(default_factory=dict)
+    stages: tuple = ()
+    calls: int = 0
 
     @property
     def failed(self) -> NamedChecks:
         """The failed checks; ``"tolerance:zipf:float32" in result.failed`` tests by name."""
         return NamedChecks(c for c in self.checks if not c.passed)
 
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "passed": self.passed, "k": self.k, "device": self.device,
+        return {"candidate": self.candidate, "passed": self.passed, "k": list(self.k), "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
-                "duration_s": round(self.duration_s, 3), "stages": self.stages,
+                "duration_s": round(self.duration_s, 3), "calls": self.calls,
+                "stages": {s.name: s.to_json() for s in self.stages},
                 "checks": [c.to_json() for c in self.checks]}
 
     def summary(self, shown_per_stage: int = 2) -> str:
         """Compact verdict: a line per stage, then the first failures of each with evidence."""
         verdict = "PASS" if self.passed else "FAIL"
-        lines = [f"equiv gate: {self.candidate} (k={self.k}, {self.device}, "
+        ks = ",".join(map(str, self.k))
+        lines = [f"equiv gate: {self.candidate} (k={ks}, {self.device}, "
                  f"{'/'.join(self.dtypes)}, budget {self.budget}, seed {self.seed}): {verdict} "
                  f"in {self.duration_s:.1f} s"]
-        for stage, (n_pass, n_all) in self.stages.items():
-            prefix = _STAGE_PREFIX[stage]
-            failed = [c for c in self.failed if c.name.split(":")[0] in (prefix, stage)]
-            status = "pass" if n_pass == n_all else "FAIL"
-            line = f"  {status:<4} {stage:<11} {n_pass}/{n_all} checks passed"
+        stage_names = {s.name for s in self.stages}
+        for c in self.failed:
+            if c.name.split(":")[0] not in stage_names and c.name.split(":")[0] not in _PREFIX_STAGE:
+                lines.append(f"  FAIL {c.name}: {c.detail[:300]}")
+        for st in self.stages:
+            if st.status in ("not applicable", "not run"):
+                lines.append(f"  {'n/a' if st.status == 'not applicable' else '-':<4} {st.name:<11} "
+                             f"{st.status}: {st.why}")
+                continue
+            failed = [c for c in self.failed if _PREFIX_STAGE.get(c.name.split(":")[0]) == st.name]
+            line = f"  {st.status if st.status == 'FAIL' else 'pass':<4} {st.name:<11} {st.passed}/{st.total} checks passed"
             if failed:
                 names = [c.name.partition(":")[2] or c.name for c in failed]
                 more = f", +{len(names) - 6} more" if len(names) > 6 else ""
                 line += f"; failing: {', '.join(names[:6])}{more}"
             lines.append(line)
+            if st.ran.get("summary"):
+                lines.append(f"       ran: {st.ran['summary']}")
+            if st.why:
+                lines.append(f"       note: {st.why}")
             for c in failed[:shown_per_stage]:
                 lines.append(f"       {c.name}: {c.detail[:240]}")
                 if c.counterexample:
                     lines += ["         " + x for x in c.counterexample.strip().splitlines()[:6]]
                 if c.repro:
                     lines += ["         " + x for x in c.repro.strip().splitlines()]
+        if not any(st.effective for st in self.stages):
+            lines.append("  nothing was checked: no stage ran an effective check, so the gate fails")
         return "\n".join(lines)
 
     def to_junit(self) -> str:
@@ -105,166 +149,250 @@ class GateResult:
         return junit_xml(self)
 
 
-def _timed(fn, *args, **kwargs):
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
+_PREFIX_STAGE = {"property": "properties", "properties": "properties", "tolerance": "tolerance",
+                 "mtp": "mtp"}
 
 
-def property_checks(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
-                    timeout: float) -> list[GateCheck]:
-    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``) and
-    turn each test into a check."""
+def _stage(name: str, checks: list[GateCheck], ran: dict | None = None, why: str = "") -> Stage:
+    n_pass = sum(c.passed for c in checks)
+    return Stage(name, "pass" if n_pass == len(checks) else "FAIL", n_pass, len(checks), why, ran or {})
+
+
+def _fmt_timeout(timeout: float | None) -> str:
+    return "inf" if timeout is None else f"{timeout:g}"
+
+
+def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
+                    timeout: float | None, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
+    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``: the
+    caller's folder, shielded from its pytest config) and turn each test into a check."""
     from equiv.suite_process import run_suite
 
-    run = run_suite(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed, timeout=timeout)
-    repro = run.repro
+    run = run_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                    timeout=stage_timeout, call_timeout=timeout)
+    repro, tail = run.repro, run.output_tail
     if run.timed_out:
-        return [GateCheck("properties", False, f"the property suite did not finish within {timeout:g} s "
-                                               f"(a hanging candidate?)", repro=repro)]
-    if run.returncode == 5:
-        return [GateCheck("properties", False, "the property suite collected no tests", repro=repro)]
+        c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                      repro=repro)
+        return [c], _stage("properties", [c])
     if run.report is None:
-        return [GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
-                          counterexample=run.output_tail, repro=repro)]
-    tests = run.report
-    checks = []
-    for t in tests.get("tests", tests) if isinstance(tests, dict) else tests:
+        c = GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
+                      counterexample=tail, repro=repro)
+        return [c], _stage("properties", [c])
+    tests, returncode = run.report, run.returncode
+    records = tests.get("tests", tests) if isinstance(tests, dict) else tests
+    checks, skipped, examples = [], [], {}
+    for t in records:
         outcome = t.get("outcome")
+        prop = t.get("property") or t.get("nodeid", "?").split("::")[-1]
         if outcome == "skipped":
+            skipped.append(f"{prop}: {(t.get('message') or 'skipped').strip().splitlines()[0][:160]}")
             continue
-        name = "property:" + (t.get("property") or t.get("nodeid", "?").split("::")[-1])
+        name = "property:" + prop
         passed = outcome == "passed"
+        examples[prop] = examples.get(prop, 0) + int(t.get("examples") or 0)
         detail = "held" if passed else (t.get("message") or outcome or "failed").strip().splitlines()[0][:300]
         checks.append(GateCheck(name, passed, detail, counterexample=None if passed else t.get("counterexample"),
                                 repro=None if passed else (t.get("repro") or repro),
                                 duration_s=float(t.get("duration") or 0.0)))
+    failed = [c for c in checks if not c.passed]
+    if returncode not in (0, 1) or (returncode == 0) == bool(failed):
+        checks.append(GateCheck("properties", False, f"pytest exited {returncode}, which its "
+                                f"{len(failed)} failing record(s) do not explain (an interrupted or "
+                                f"crashed run)", counterexample=tail, repro=repro))
+    ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
+           "summary": f"{sum(examples.values())} examples in {len(examples)} properties"
+                      + (f"; {len(skipped)} skipped" if skipped else "")}
     if not checks:
-        checks.append(GateCheck("properties", False, "every property test was skipped", repro=repro))
-    return checks
+        return [], Stage("properties", "not applicable", why="every property test was skipped: "
+                         + "; ".join(skipped[:3]), ran=ran)
+    return checks, _stage("properties", checks, ran)
 
 
-def tolerance_checks(spec: str, *, k: int, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float, progress=None) -> list[GateCheck]:
-    """``compare`` on every input family x dtype; the first failing recipe is the counterexample."""
-    from equiv.candidate import load_candidate
+def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
+                     vocab: int, timeout: float | None, plan=None) -> tuple[list[GateCheck], Stage]:
+    """``compare`` on every input family x dtype x k; the first failing recipe is the
+    counterexample. The worker builds each recipe on the device.
+
+    ``plan`` (an ``equiv.coverage.TolerancePlan``) gives each check its shapes; without one,
+    every check runs ``[batch, vocab]``."""
     from equiv.compare import compare
+    from equiv.coverage import Shape
     from equiv.inputs import FAMILIES, Recipe
+    from equiv.run import runner_for
 
-    cand = load_candidate(spec)
+    runner = runner_for(spec, device, timeout)
+    checks, shapes, calls0 = [], set(), runner.calls
+    for k in ks:
+        for dtype in dtypes:
+            for family in FAMILIES:
+                if plan is not None and (family, dtype) not in plan:
+                    continue
+                name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
+                if getattr(runner, "stopped", None):
+                    checks.append(GateCheck(name, False, f"not run: {runner.stopped}"))
+                    continue
+                t0 = time.perf_counter()
+                worst = None
+                planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
+                runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
+                for s, shape in runs:
+                    recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                                    dtype=dtype, pad=shape.pad)
+                    shapes.add((recipe.batch, recipe.vocab, recipe.pad))
+                    res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
+                    if not res.passed:
+                        worst = res
+                        break
+                dt = time.perf_counter() - t0
+                if worst is None:
+                    checks.append(GateCheck(name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                            f"{', '.join(map(str, planned))}", duration_s=dt))
+                    continue
+                detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
+                where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
+                                                    if worst.worst_row is not None else "")
+                checks.append(GateCheck(name, False, detail, counterexample=where, repro=worst.repro,
+                                        duration_s=dt))
+    late = runner.settle()
+    if late is not None:
+        checks.append(GateCheck("tolerance:late-write", False, f"the candidate {late}"))
+    bs = sorted({b for b, _, _ in shapes})
+    vs = sorted({v for _, v, _ in shapes})
+    padded = sum(1 for _, _, p in shapes if p)
+    ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
+           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
+                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
+                      f"k={','.join(map(str, ks))}"}
+    return checks, _stage("tolerance", checks, ran)
+
+
+def _span(values) -> str:
+    return "{" + ", ".join(map(str, values[:12])) + (f", +{len(values) - 12} more" if len(values) > 12 else "") + "}"
+
+
+def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
+               timeout: float | None) -> tuple[list[GateCheck], Stage]:
+    """The MTP harness (quick budget) as a probe in the candidate's worker: under each consumer
+    the candidate must be lossless, equivalent to softmax_topk in accept length, and emit no
+    invalid output. Greedy, target-only and confidence chains draft at k = 1; the tree consumer
+    drafts at each k > 1 asked. The gate judges a candidate strictly (no ledger)."""
+    from equiv.paths import path_names
+    from equiv.run import runner_for
+
+    runner = runner_for(spec, device, timeout)
+    runs = ([(list(K_ONE_CONSUMERS), None)] if 1 in ks else []) + [(["tree"], k) for k in ks if k > 1]
+    not_asked = [] if any(k > 1 for k in ks) else ["tree (drafts at k > 1; this run judges k = 1 only)"]
     checks = []
-    hung = False
-    for dtype in dtypes:
-        for family in FAMILIES:
-            name = f"tolerance:{family}:{dtype}"
-            if progress:
-                progress(name)
-            if hung:
-                checks.append(GateCheck(name, False, "not run: an earlier call hung"))
-                continue
-            t0 = time.perf_counter()
-            worst = None
-            for s in range(seed, seed + seeds):
-                recipe = Recipe(family=family, seed=s, batch=batch, vocab=vocab, dtype=dtype)
-                res = compare(cand, recipe.build(device), k=k, recipe=recipe, name=spec, timeout=timeout)
-                if not res.passed:
-                    worst = res
-                    break
-            dt = time.perf_counter() - t0
-            if worst is None:
-                checks.append(GateCheck(name, True, f"{seeds} recipe(s) within tolerance", duration_s=dt))
-                continue
-            failed = worst.failed_checks
-            detail = "; ".join(f"{c.name}: {c.detail}" for c in failed)[:400]
-            hung = "CallTimeout" in detail
-            checks.append(GateCheck(name, False, detail, counterexample=f"recipe {worst.recipe}, "
-                                    f"worst row {worst.worst_row}", repro=worst.repro, duration_s=dt))
-    return checks
-
-
-def mtp_checks(spec: str, *, device: str, seed: int, vocab: int, timeout: float) -> list[GateCheck]:
-    """The MTP harness (quick budget): under each consumer the candidate must be lossless,
-    equivalent to softmax_topk in accept length, and emit no invalid output. The gate judges a
-    candidate strictly: the harness's ledger of accepted failures of built-in paths does not apply."""
-    from equiv.mtp import run_mtp
-    from equiv.timeouts import call_with_timeout
-
     t0 = time.perf_counter()
-    try:
-        run = call_with_timeout(lambda: run_mtp(paths=[spec], budget="quick", device=device, seed=seed,
-                                                vocab=vocab), (), timeout)
-    except Exception as exc:                     # a crash or hang of the candidate inside decoding
-        return [GateCheck("mtp", False, f"the MTP harness stopped: {type(exc).__name__}: {exc}"[:400],
-                          duration_s=time.perf_counter() - t0)]
-    dt = (time.perf_counter() - t0) / max(len(run.records), 1)
-    checks = []
-    for r in run.records:
-        if not r.applicable:
+    for consumers, tree_k in runs:
+        if getattr(runner, "stopped", None):
+            checks.append(GateCheck("mtp", False, f"not run: {runner.stopped}"))
+            break
+        payload = {"name": spec, "builtin": spec in path_names(), "consumers": consumers, "seed": seed,
+                   "vocab": vocab, "tree_topk": tree_k}
+        out = runner.probe("equiv.mtp.probe:quick", payload, timeout=None if timeout is None else
+                           max(BUDGETS["quick"]["mtp_timeout"], timeout))
+        if not out.ok:
+            checks.append(GateCheck("mtp", False, f"the MTP harness stopped: the candidate {out.problem}"[:400],
+                                    duration_s=time.perf_counter() - t0))
             continue
-        eq = r.equivalence.to_json() if r.equivalence is not None else {}
-        al = f"accept length {r.accept_length:.3f}" if r.accept_length is not None else "no metrics"
-        diff = eq.get("mean_difference")
-        detail = al + (f" (difference vs softmax_topk {diff:+.3f})" if isinstance(diff, (int, float)) else "")
-        if r.passed:
-            checks.append(GateCheck(f"mtp:{r.consumer}", True, detail + "; lossless, equivalent", duration_s=dt))
-        else:
-            why = ", ".join(r.failed_checks) + (f": {r.error}" if r.error else "")
-            checks.append(GateCheck(f"mtp:{r.consumer}", False, f"{why}; {detail}"[:400],
-                                    counterexample=None, duration_s=dt,
-                                    repro=r.repro if r.repro.startswith("REPRO:") else "REPRO: " + r.repro))
-    return checks or [GateCheck("mtp", False, "no consumer was applicable to the candidate")]
+        for r in out.value:
+            name = f"mtp:{r['consumer']}" + (f":k{tree_k}" if tree_k else "")
+            if not r["applicable"]:
+                not_asked.append(f"{r['consumer']}: {r['reason']}")
+                continue
+            diff = (r.get("equivalence") or {}).get("mean_difference")
+            al = r.get("accept_length")
+            detail = (f"accept length {al:.3f}" if isinstance(al, (int, float)) else "no metrics") + \
+                (f" (difference vs softmax_topk {diff:+.3f})" if isinstance(diff, (int, float)) else "")
+            if r["passed"]:
+                checks.append(GateCheck(name, True, detail + "; lossless, equivalent"))
+            else:
+                why = ", ".join(r["failed_checks"]) + (f": {r['error']}" if r.get("error") else "")
+                repro = r["repro"] if r["repro"].startswith("REPRO:") else "REPRO: " + r["repro"]
+                checks.append(GateCheck(name, False, f"{why}; {detail}"[:400], repro=repro))
+    dt = time.perf_counter() - t0
+    checks = [GateCheck(c.name, c.passed, c.detail, c.counterexample, c.repro, dt / max(len(checks), 1))
+              for c in checks]
+    why = ("not applicable: " + "; ".join(not_asked)) if not_asked else ""
+    if not checks:
+        return [], Stage("mtp", "not applicable", why="; ".join(not_asked) or "no consumer applies")
+    return checks, _stage("mtp", checks, {"consumers": [c.name for c in checks],
+                                          "summary": ", ".join(c.name.partition(":")[2] for c in checks)}, why)
 
 
-def run_gate(spec: str, *, k: int = 1, device: str = "auto", dtypes=None, budget: str = "quick",
-             seed: int = 0, vocab: int = 129280, timeout: float = 60.0,
-             stages=("properties", "tolerance", "mtp"), progress=None) -> GateResult:
-    """The verdict on ``spec``; ``progress(done, total, label)`` is told each unit of work."""
-    from equiv.candidate import load_candidate
+def _not_run(name: str, why: str) -> Stage:
+    return Stage(name, "not run", why=why)
+
+
+def parse_ks(k) -> tuple:
+    """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged (each in 1..64), in order, no repeats."""
+    from equiv.properties.subjects import parse_ks as _parse
+
+    if isinstance(k, (list, tuple)):
+        k = ",".join(map(str, k))
+    ks = _parse(k)
+    for v in ks:
+        check_int("k", v, min_value=1, max_value=64)
+    return ks
+
+
+def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
+             seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
+             stages=STAGES, progress=None) -> GateResult:
+    """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
+    stage as it starts."""
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
+    from equiv.properties.subjects import parse_timeout
+    from equiv.run import load_check, runner_for
 
     budget = check_choice("budget", budget, BUDGETS)
     plan = BUDGETS[budget]
-    k = check_int("k", k, min_value=1, max_value=64)
+    ks = parse_ks(k)
     seed = check_int("seed", seed, min_value=0)
-    vocab = check_int("vocab", vocab, min_value=k)
-    timeout = check_float("timeout", timeout, min_value=0.0, exclusive_min=True)
+    vocab = check_int("vocab", vocab, min_value=max(ks))
+    timeout = parse_timeout(timeout)
     dtypes = tuple(check_choices("dtype", dtypes, DTYPES)) if dtypes else plan["dtypes"]
     device = resolve_device(device)
-    stages = check_choices("stages", stages, ("properties", "tolerance", "mtp"))
-    cand = load_candidate(spec)                  # CandidateLoadError -> exit 2, before any work
-    spec = cand.spec
+    stages = check_choices("stages", stages, STAGES)
     t0 = time.perf_counter()
+    load = load_check(spec, device, timeout)     # CandidateLoadError -> exit 2, before any work
+    runner = runner_for(spec, device, timeout)
+    spec = runner.spec if not runner.isolated else spec
     checks: list[GateCheck] = []
-    counts = {}
-    from equiv.inputs import FAMILIES
+    done: list[Stage] = []
+    if load is not None:
+        checks.append(GateCheck("load", False, f"the candidate {load.problem}"))
+        done = [_not_run(n, "the candidate could not be loaded") for n in stages]
+    else:
+        stage_timeout = plan["properties_timeout"] if timeout is None else max(
+            plan["properties_timeout"], 4 * timeout + 120)
+        for n, name in enumerate(stages):
+            if progress:
+                progress(n, len(stages), name)
+            if name == "properties":
+                got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
+                                          seed=seed, timeout=timeout, stage_timeout=stage_timeout)
+            elif name == "tolerance":
+                from equiv.coverage import tolerance_plan
+                from equiv.inputs import FAMILIES
 
-    total = ("properties" in stages) + ("mtp" in stages) + ("tolerance" in stages) * len(FAMILIES) * len(dtypes)
-    done = [0]
-
-    def tick(label):
+                shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                            max_shape_elements=plan["shape_elements"])
+                got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
+                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                           plan=shape_plan)
+            else:
+                got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
+            checks += got
+            done.append(st)
         if progress:
-            progress(done[0], total, label)
-            done[0] += 1
-
-    if "properties" in stages:
-        tick("properties")
-        got = property_checks(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                              timeout=plan["properties_timeout"])
-        checks += got
-        counts["properties"] = (sum(c.passed for c in got), len(got))
-    if "tolerance" in stages:
-        got = tolerance_checks(spec, k=k, device=device, dtypes=dtypes, batch=plan["batch"],
-                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout, progress=tick)
-        checks += got
-        counts["tolerance"] = (sum(c.passed for c in got), len(got))
-    if "mtp" in stages and k == 1:
-        tick("mtp")
-        hung = any("CallTimeout" in c.detail or "earlier call hung" in c.detail for c in checks)
-        got = [GateCheck("mtp", False, "not run: the candidate hung in an earlier stage")] if hung else \
-            mtp_checks(spec, device=device, seed=seed, vocab=vocab, timeout=plan["mtp_timeout"])
-        checks += got
-        counts["mtp"] = (sum(c.passed for c in got), len(got))
-    return GateResult(candidate=spec, passed=all(c.passed for c in checks) and bool(checks),
-                      checks=tuple(checks), k=k, device=device, dtypes=tuple(dtypes), budget=budget,
-                      seed=seed, duration_s=time.perf_counter() - t0, stages=counts)
+            progress(len(stages), len(stages), "done")
+        done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
+    effective = any(st.effective for st in done)
+    return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
+                      checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done),
+                      calls=runner.calls)

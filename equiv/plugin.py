@@ -12,9 +12,13 @@ Options (defaults are ``None`` so that "given" can be told from "left alone"):
   instead of the built-in paths; the known-failure ledger does not apply to it.
 - ``--equiv-device cpu|cuda|auto``: where inputs are built and the candidate runs (auto).
 - ``--equiv-dtype D[,D...]``: input dtypes the candidate is judged at (float32,bfloat16,float16).
-- ``--equiv-k K``: the k the candidate is judged at (1).
+- ``--equiv-k K[,K...]``: the k values the candidate is judged at (default 1); nothing calls it
+  at another k.
+- ``--equiv-timeout SEC``: per-call time-out of a candidate in its worker (default 60; inf: none).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
-  ``full`` the example counts of the Hypothesis profile.
+  ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
+  property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
 In an equiv run, the Hypothesis profiles ``equiv-dev``, ``equiv-ci`` and ``equiv-nightly`` are
@@ -36,12 +40,13 @@ import sys
 import pytest
 
 BUDGETS = ("quick", "full")
+REQUIREMENTS = ("batch-invariant",)
 DEVICES = ("auto", "cpu", "cuda")
 PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
 GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
-DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None, "equiv_k": 1,
-            "equiv_budget": "full", "equiv_report_json": None}
+DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None, "equiv_k": "1",
+            "equiv_budget": "full", "equiv_report_json": None, "equiv_timeout": "60", "equiv_require": None}
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 
@@ -57,10 +62,14 @@ def pytest_addoption(parser, pluginmanager):
                     help="device for inputs and candidate (default auto: cuda when present)")
     group.addoption("--equiv-dtype", default=None, metavar="DTYPES",
                     help="comma-separated input dtypes to judge at (default: every dtype)")
-    group.addoption("--equiv-k", default=None, type=int, metavar="K",
-                    help="the k the candidate is judged at (default 1)")
+    group.addoption("--equiv-k", default=None, metavar="K[,K...]",
+                    help="the k values the candidate is judged at (default 1); nothing calls it at another k")
+    group.addoption("--equiv-timeout", default=None, metavar="SEC",
+                    help="per-call time-out of a candidate in its worker, in seconds (default 60; inf: none)")
     group.addoption("--equiv-budget", default=None, choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full (default): the profile's counts")
+    group.addoption("--equiv-require", default=None, metavar="WHAT",
+                    help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -121,19 +130,21 @@ def _load_profile(config) -> None:
 def _validate(config) -> None:
     """Cheap checks of the equiv options; the candidate is loaded only when one is given."""
     from equiv.errors import UsageError
-    from equiv.validation import check_choices, check_int
+    from equiv.validation import check_choices
+
+    from equiv.properties.subjects import parse_ks, parse_timeout
 
     try:
-        check_int("--equiv-k", option(config, "equiv_k"), min_value=1)
+        parse_ks(option(config, "equiv_k"), "--equiv-k")
+        timeout = parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout")
         dtypes = option(config, "equiv_dtype")
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
-        spec = option(config, "equiv_candidate")
-        if spec:
-            from equiv.candidate import load_candidate
-
-            load_candidate(spec)
-        if option(config, "equiv_device") == "cuda":
+        required = option(config, "equiv_require")
+        if required is not None:
+            check_choices("--equiv-require", required, REQUIREMENTS)
+        device = option(config, "equiv_device")
+        if device == "cuda":
             from equiv.devices import resolve_device
 
             resolve_device("cuda")
@@ -142,6 +153,12 @@ def _validate(config) -> None:
             from equiv.atomic import check_outputs
 
             check_outputs({"--equiv-report-json": path})
+        spec = option(config, "equiv_candidate")
+        if spec:                                 # imported in its worker: a usage error here
+            from equiv.devices import resolve_device
+            from equiv.run import load_check
+
+            load_check(spec, resolve_device(device), timeout)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 

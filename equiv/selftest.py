@@ -102,8 +102,9 @@ def run_correct(path: str, *, seeds: int, device: str, vocab: int, timeout: floa
 
     failures = []
     for seed in range(seeds):
-        for c in tolerance_checks(path, k=1, device=device, dtypes=BUDGETS["full"]["dtypes"], batch=4,
-                                  seeds=1, seed=seed, vocab=vocab, timeout=timeout):
+        checks, _ = tolerance_checks(path, ks=(1,), device=device, dtypes=BUDGETS["full"]["dtypes"], batch=4,
+                                     seeds=1, seed=seed, vocab=vocab, timeout=timeout)
+        for c in checks:
             if not c.passed:
                 failures.append((seed, c.name, c.detail))
     return FalsePositiveOutcome(path, seeds, tuple(failures))

@@ -52,15 +52,21 @@ def absolute_spec(spec: str) -> str:
     return resolve_spec(spec) if ":" in str(spec) else str(spec)
 
 
-def pytest_args(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int) -> list[str]:
+def pytest_args(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
+                call_timeout: float | None = 60.0) -> list[str]:
     """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite."""
     where = suite_dir()
     return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
             "-p", "hypothesispytest", "-p", "equiv.plugin", "-p", "equiv.properties.conftest",
             "-p", "no:cacheprovider", "-q",
             "--pyargs", "equiv.properties", f"--equiv-candidate={absolute_spec(spec)}",
-            f"--equiv-device={device}", f"--equiv-k={k}", f"--equiv-dtype={','.join(dtypes)}",
-            f"--equiv-budget={budget}", f"--hypothesis-seed={seed}"]
+            f"--equiv-device={device}", f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}",
+            f"--equiv-budget={budget}", f"--equiv-timeout={'inf' if call_timeout is None else f'{call_timeout:g}'}",
+            f"--hypothesis-seed={seed}"]
+
+
+def _ks(k) -> str:
+    return ",".join(map(str, k)) if isinstance(k, (list, tuple)) else str(k)
 
 
 def environment(budget: str, base=None, storage: str | None = None) -> dict:
@@ -119,12 +125,13 @@ def kill_all() -> None:
         _kill_group(proc)
 
 
-def run_suite(spec: str, *, k: int, device: str, dtypes, budget: str, seed: int,
-              timeout: float | None) -> SuiteRun:
+def run_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
+              timeout: float | None, call_timeout: float | None = 60.0) -> SuiteRun:
     """Run the suite on ``spec`` from the caller's folder; see the module docstring."""
     import json
 
-    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed)
+    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                       call_timeout=call_timeout)
     repro = repro_line(args, budget)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:

@@ -43,7 +43,7 @@ def _options(config):
 
 
 def _test_id(subject) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.name)
+    return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.test_id)
 
 
 def pytest_generate_tests(metafunc):
@@ -57,9 +57,9 @@ def suite(request, subject):
     from equiv.properties.runner import Suite
 
     opts, _ = _options(request.config)
-    if request.node.get_closest_marker("own_k") is None and not subject.supports_k(opts.k):
+    if request.node.get_closest_marker("own_k") is None and not subject.supports_k(subject.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at "
-                    f"--equiv-k {opts.k}")
+                    f"k = {subject.k}")
     return Suite(request, subject, opts)
 
 

@@ -8,9 +8,14 @@ Plan
   ``example_factor``. A ``--hypothesis-seed`` given on the command line seeds every property,
   also under the derandomized ``ci`` profile (so the gate's ``--seed`` changes the examples);
   a random profile gets a fresh seed that the REPRO line carries.
-- ``Suite.call`` runs the subject once: a raise, a broken contract (``equiv.compare``'s own
-  contract check) or an input changed in place is a failure. ``Suite.expect_equivalent`` is the
-  full comparison pipeline of ``equiv.compare``.
+- ``Suite.call`` runs the subject once through its runner (``equiv.run``: a user's candidate in
+  its supervised worker, with the input inside guard bands): a raise, a broken contract
+  (``equiv.compare``'s own contract check) or an input changed in place is a failure.
+  ``Suite.expect_equivalent`` is the full comparison pipeline of ``equiv.compare``.
+- An abnormal end of the candidate (an exit, a signal, a ``BaseException``, a hang) raises
+  ``AbnormalEnd``, which is not an ``Exception``: Hypothesis stops at once instead of shrinking
+  through one worker restart (or one time-out) per example, and the test fails with the input
+  that triggered it.
 - Every failure is a ``PropertyFailure`` (an ``AssertionError``) whose message says what broke,
   where and by how much; Hypothesis adds the shrunk ``Falsifying example``; the runner adds a
   ``REPRO:`` note with the pytest command, and records property, example counts,
@@ -28,7 +33,15 @@ import numpy as np
 import pytest
 
 from equiv.properties.known_failures import KNOWN_FAILURES
+from equiv.run.outcome import ABNORMAL
 from equiv.properties.subjects import QUICK_EXAMPLES
+
+
+class AbnormalEnd(BaseException):
+    """The subject ended abnormally (equiv.run's ``ABNORMAL`` kinds): stop the property now."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
 
 
 class PropertyFailure(AssertionError):
@@ -88,7 +101,13 @@ class Suite:
     # -- what is judged -------------------------------------------------------------------------
     @property
     def k(self) -> int:
-        return self.opts.k
+        return self.subject.k
+
+    @property
+    def runner(self):
+        from equiv.run import runner_for
+
+        return runner_for(self.subject.name, self.device, self.opts.timeout)
 
     @property
     def device(self) -> str:
@@ -97,6 +116,14 @@ class Suite:
     @property
     def dtypes(self) -> tuple:
         return self.opts.dtypes
+
+    def coverage_recipes(self):
+        """The shapes every run judges (``strategies.coverage_recipes``) within this subject's budget."""
+        from equiv.properties import strategies
+
+        b = self.subject.budget
+        return strategies.coverage_recipes(self.dtypes, max_vocab=b.max_vocab, max_batch=b.max_batch,
+                                           min_vocab=self.k)
 
     def recipes(self, families, **kwargs):
         from equiv.properties import strategies
@@ -124,34 +151,24 @@ class Suite:
     def call(self, x, k: int | None = None, *, what: str = "the input") -> Output:
         """One call of the subject; a raise, a broken contract or a changed input fails."""
         from equiv.compare import _contract
+        from equiv.run import Raw
 
         k = self.k if k is None else k
-        before = x.clone()
-        try:
-            out = self.subject.fn(x, k)
-            if x.device.type == "cuda":
-                import torch
-
-                torch.cuda.synchronize()
-        except Exception as exc:
-            self.fail(f"the subject raised {type(exc).__name__} on {what} "
-                      f"[{x.shape[0]}, {x.shape[1]}] {x.dtype}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        problem = _contract(out, x, k)
+        batch, vocab = x.shape
+        dtype = str(x.dtype).removeprefix("torch.")
+        outcome = self.runner.call(Raw.of(x), k, timeout=self.opts.timeout)
+        shape = f"[{batch}, {vocab}] {dtype}"
+        if outcome.abnormal:
+            self.abnormal(f"the subject {outcome.problem} on {what} {shape}"
+                          + (f"; its last output: {outcome.log_tail.splitlines()[-1][:200]}"
+                             if outcome.log_tail else ""))
+        if not outcome.ok:
+            self.fail(f"the subject {outcome.problem} on {what} {shape}")
+        problem = _contract(outcome.value, batch, vocab, k, dtype, str(x.device))
         if problem is not None:
             self.fail(f"contract broken on {what}: {problem}")
-        self.check_untouched(x, before, what)
-        return Output(to_numpy(out[0]).astype(np.float64), to_numpy(out[1]).astype(np.int64))
-
-    def check_untouched(self, x, before, what: str = "the input") -> None:
-        import torch
-
-        bits = {2: torch.int16, 4: torch.int32}[x.element_size()]
-        if torch.equal(x.view(bits), before.view(bits)):
-            return
-        changed = (x.view(bits) != before.view(bits)).nonzero()
-        r, c = (int(v) for v in changed[0])
-        self.fail(f"the subject modified {what} in place: {changed.shape[0]} elements changed, first "
-                  f"at [{r}, {c}]: was {float(before[r, c])}, now {float(x[r, c])}")
+        p, idx = outcome.value
+        return Output(p.values.astype(np.float64), idx.values.astype(np.int64))
 
     def expect_equivalent(self, x, *, recipe=None, raw=None, k: int | None = None,
                           what: str = "the input"):
@@ -160,13 +177,23 @@ class Suite:
         from equiv.compare import compare
 
         k = self.k if k is None else k
-        res = compare(self.subject.fn, x, k, recipe=recipe, name=self.subject.name)
+        res = compare(self.subject.name, x, k, recipe=recipe, name=self.subject.name,
+                      timeout=self.opts.timeout)
         if res.passed:
             return res
+        if res.call_kind in ABNORMAL:
+            self.abnormal(f"the subject {res.check('contract').detail} on {what}")
         lines = res.summary().splitlines()[:-1]    # the last line is the REPRO, rebuilt below
         repro = res.repro if raw is None else raw_repro(self.subject.name, raw, str(x.dtype)[6:], k)
         failed = ", ".join(c.name for c in res.failed_checks)
         self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro)
+
+    def abnormal(self, message: str):
+        """An abnormal end of the subject: stops a Hypothesis run at once (``AbnormalEnd``); in a
+        plain test, an ordinary failure."""
+        if self._in_run:
+            raise AbnormalEnd(message)
+        self.fail(message)
 
     def fail(self, message: str, repro: str | None = None):
         text = f"{self.property} [{self.subject.name}]: {message}"
@@ -236,6 +263,13 @@ class Suite:
             test()
         except (pytest.skip.Exception, KeyboardInterrupt):
             raise
+        except AbnormalEnd as exc:              # no shrinking: each example would cost a restart
+            repro = self.pytest_repro(seed)
+            props += [("equiv_examples", counts["examples"]), ("equiv_first_failure", counts["first_failure"]),
+                      ("equiv_message", f"{self.property} [{self.subject.name}]: {exc}"),
+                      ("equiv_counterexample", None), ("equiv_repro", repro)]
+            raise PropertyFailure(f"{self.property} [{self.subject.name}]: {exc}\n{repro}",
+                                  repro=repro) from None
         except BaseException as exc:
             leaf = _leaf(exc)
             # "Falsifying example:" (Hypothesis <= 6.16x) or "Failing test case:" (later releases)

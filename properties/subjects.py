@@ -25,7 +25,7 @@ class Budget:
     """How much of the input space a subject gets: V and B caps and a share of the examples."""
 
     max_vocab: int = 129280
-    max_batch: int = 33
+    max_batch: int = 1024
     example_factor: float = 1.0
 
 
@@ -41,17 +41,22 @@ class Subject:
     """One implementation under test."""
 
     name: str                    # built-in path name or candidate spec: the test id
-    fn: Callable
+    fn: Callable | None          # None for a user's candidate: it is only called in its worker
     explicit: bool               # given with --equiv-candidate (the ledger never applies)
     builtin: bool                # a built-in path of equiv.paths
     max_k: int | None            # None: any k <= V (unknown for a candidate: judged at --equiv-k)
     budget: Budget = Budget()
+    k: int = 1                   # the k this subject is judged at (one of --equiv-k)
 
     def supports_k(self, k: int) -> bool:
         return self.max_k is None or k <= self.max_k
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def test_id(self) -> str:
+        return self.name if self.k == 1 else f"{self.name}-k{self.k}"
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,13 @@ class Options:
     candidate: str | None
     device: str
     dtypes: tuple
-    k: int
+    ks: tuple
     budget: str
+    timeout: float | None = 60.0
+
+    @property
+    def k(self) -> int:
+        return self.ks[0]
 
     def cli(self) -> list[str]:
         """The options as pytest arguments (for REPRO lines)."""
@@ -72,8 +82,10 @@ class Options:
         args.append(f"--equiv-device={self.device}")
         if self.dtypes != _ALL_DTYPES:
             args.append(f"--equiv-dtype={','.join(self.dtypes)}")
-        if self.k != 1:
-            args.append(f"--equiv-k={self.k}")
+        if self.ks != (1,):
+            args.append(f"--equiv-k={','.join(map(str, self.ks))}")
+        if self.timeout != 60.0:
+            args.append(f"--equiv-timeout={'inf' if self.timeout is None else f'{self.timeout:g}'}")
         if self.budget != "full":
             args.append(f"--equiv-budget={self.budget}")
         return args
@@ -91,8 +103,41 @@ def options_from(config) -> Options:
     return Options(candidate=option(config, "equiv_candidate"),
                    device=resolve_device(option(config, "equiv_device")),
                    dtypes=tuple(check_choices("--equiv-dtype", dtypes, _ALL_DTYPES)) if dtypes else _ALL_DTYPES,
-                   k=int(option(config, "equiv_k")),
-                   budget=option(config, "equiv_budget"))
+                   ks=parse_ks(option(config, "equiv_k"), "--equiv-k"),
+                   budget=option(config, "equiv_budget"),
+                   timeout=parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout"))
+
+
+def parse_ks(text, name: str = "k") -> tuple:
+    """``--equiv-k 1`` or ``1,4``: the k values judged, each an integer >= 1, in the order given."""
+    from equiv.validation import check_int
+
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        from equiv.errors import InvalidArgument
+
+        raise InvalidArgument(f"{name}={text!r} is empty: give k values such as 1 or 1,4")
+    ks = []
+    for t in items:
+        try:
+            value = int(t)
+        except ValueError:
+            value = t
+        ks.append(check_int(name, value, min_value=1))
+    return tuple(dict.fromkeys(ks))
+
+
+def parse_timeout(text, name: str = "timeout") -> float | None:
+    """Seconds per call; ``inf`` (or ``none``) for no limit."""
+    from equiv.validation import check_float
+
+    if text is None or str(text).strip().lower() in ("inf", "none"):
+        return None
+    try:
+        text = float(text)
+    except (TypeError, ValueError):
+        pass
+    return check_float(name, text, min_value=0.0, exclusive_min=True)
 
 
 def _budget(name: str, device: str) -> Budget:
@@ -100,14 +145,19 @@ def _budget(name: str, device: str) -> Budget:
 
 
 def subjects_from(opts: Options) -> list[Subject]:
-    """The candidate alone when one is given, else every built-in path."""
+    """The candidate alone when one is given (once per k asked), else every built-in path (at
+    each k it supports). A user's candidate is never imported here: its worker does that."""
     from equiv.candidate import load_candidate
     from equiv.paths import get_path, path_names
+    from equiv.run import trusted
 
     if opts.candidate:
-        cand = load_candidate(opts.candidate)
-        max_k = get_path(cand.spec).max_k if cand.builtin else None
-        return [Subject(cand.spec, cand, explicit=True, builtin=cand.builtin, max_k=max_k,
-                        budget=_budget(cand.spec, opts.device))]
+        spec = opts.candidate.strip()
+        builtin = spec in path_names()
+        fn = load_candidate(spec).fn if trusted(spec) else None
+        max_k = get_path(spec).max_k if builtin else None
+        return [Subject(spec, fn, explicit=True, builtin=builtin, max_k=max_k,
+                        budget=_budget(spec, opts.device), k=k) for k in opts.ks]
     return [Subject(name, get_path(name), explicit=False, builtin=True, max_k=get_path(name).max_k,
-                    budget=_budget(name, opts.device)) for name in path_names()]
+                    budget=_budget(name, opts.device), k=k)
+            for k in opts.ks for name in path_names()]

@@ -38,7 +38,7 @@ def test_misbehaving_candidates_fail_with_the_reason(fn, reason):
     assert not res.passed
     assert reason in res.failed[0].detail
     if fn == "hangs":                            # one hang, then the rest are not run
-        assert "not run: an earlier call hung" in res.failed[1].detail
+        assert "not run: the candidate hung on an earlier call" in res.failed[1].detail
 
 
 def test_correct_file_candidate_passes():

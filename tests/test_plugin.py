@@ -67,7 +67,8 @@ def test_ledger_applies_to_builtins_and_never_to_an_explicit_candidate():
 
 def test_correct_candidate_passes_the_quick_budget():
     report = run_suite("identity_top1", budget="quick", stop_at_first=False)
-    outcomes = {t["property"]: t["outcome"] for t in report["tests"]}
+    outcomes = {t["property"]: t["outcome"] for t in report["tests"]
+                if "test_gpu.py" not in t["nodeid"] or t["outcome"] != "skipped"}   # CUDA only
     assert outcomes.pop("topk_ordering") == "skipped"          # identity_top1 is k = 1 only
     assert set(outcomes.values()) == {"passed"}, outcomes
     assert all(t["examples"] >= 1 for t in report["tests"] if t["outcome"] == "passed")

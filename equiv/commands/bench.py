@@ -16,6 +16,8 @@ def add_parser(sub):
                    help="comma-separated k (default %(default)s; paths limited to k = 1 skip k > 1)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size V (default 129280)")
     p.add_argument("--replays", type=int, default=30, help="timed graph replays per point (default 30)")
+    p.add_argument("--no-size-matched", dest="size_matched", action="store_false",
+                   help="skip the size-matched ceiling (torch.sum and a Triton read-sum at each point)")
     add_json(p, "every row")
     p.add_argument("--plot", default=None, metavar="FILE", help="write a PNG of time against B per path to FILE")
     p.set_defaults(run=run)
@@ -57,7 +59,7 @@ def run(args) -> int:
         load_candidate(p)                        # fail fast, exit 2, before any GPU work
     _require_gpu()
     with args.console.progress("equiv bench", unit="point") as bar:
-        result = run_bench(paths, dtypes, ks, batches, vocab, replays,
+        result = run_bench(paths, dtypes, ks, batches, vocab, replays, size_matched=args.size_matched,
                            progress=lambda n, total, row: bar(n, total, f"{row.path} {row.dtype} "
                                                                          f"k={row.k} B={row.batch}"))
     args.console.out(result.table())

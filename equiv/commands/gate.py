@@ -11,7 +11,8 @@ def add_parser(sub):
     p.add_argument("--candidate", required=True, metavar="SPEC",
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
-    p.add_argument("--k", type=int, default=1, help="the k the candidate is judged at (default 1)")
+    p.add_argument("--k", default="1", metavar="K[,K...]",
+                   help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
     add_device(p)
     p.add_argument("--dtype", default=None, metavar="DTYPES",
                    help=f"comma-separated input dtypes, from: {listed(DTYPES)} "
@@ -20,7 +21,8 @@ def add_parser(sub):
                    help="quick: a pull request, seconds (default); full: nightly example counts, 3 seeds")
     p.add_argument("--seed", type=int, default=0, help="seed of every recipe and of Hypothesis (default 0)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage (default 129280)")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-call time-out in seconds (default 60)")
+    p.add_argument("--timeout", default="60", metavar="SEC",
+                   help="per-call time-out in seconds, in every stage (default 60; inf: none)")
     p.add_argument("--stages", default=",".join(STAGES), metavar="STAGES",
                    help=f"comma-separated stages to run, from: {listed(STAGES)} (default: all)")
     add_json(p, "the verdict")

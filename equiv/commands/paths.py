@@ -11,15 +11,19 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    from equiv.compare import CONTRACT
     from equiv.paths import get_path, path_names
 
     check_outputs(json=args.json_out)
     paths = [get_path(n) for n in path_names()]
-    write_json(args, {"paths": [p.to_json() for p in paths]})
+    write_json(args, {"paths": [p.to_json() for p in paths], "contract": list(CONTRACT)})
     rows = [("name", "k", "topk_p", "what it computes")]
     rows += [(p.name, "any" if p.max_k is None else f"<= {p.max_k}", p.topk_p_meaning, p.description)
              for p in paths]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         args.console.out("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+    args.console.out("\nthe contract every path and candidate is judged by:")
+    for line in CONTRACT:
+        args.console.out(f"  - {line}")
     return 0

@@ -52,7 +52,6 @@ def _with_version(text: str, fmt: str) -> str:
 
 def run(args) -> int:
     from equiv.atomic import atomic_write
-    from equiv.candidate import load_candidate
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES as KNOWN
     from equiv.inputs import FAMILIES
@@ -74,8 +73,10 @@ def run(args) -> int:
     timeout = check_float("timeout", args.timeout, min_value=0, exclusive_min=True) if args.timeout else None
     device = resolve_device(args.device)
     mtp = _read_mtp(args.mtp_json) if args.mtp_json else None
+    from equiv.run import load_check
+
     for p in paths:
-        load_candidate(p)                        # fail fast, exit 2, before any work
+        load_check(p, device, timeout)           # fail fast, exit 2, before any work (in its worker)
     paths = [p for p in paths if p not in path_names() or get_path(p).supports_k(k)]
     with args.console.progress("equiv report", unit="case") as bar:
         report = report_rows(paths, dtypes, families, vocab=vocab, batch=batch, seed=seed, k=k,

@@ -66,7 +66,9 @@ class DecodeOutcome:
 
 
 def call_path(path, logits, k: int, name: str):
-    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``."""
+    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``,
+    both fresh dense copies: the contract allows any strides and a float64 ``topk_p``, and the
+    rounds below ``view`` and keep the outputs across calls."""
     import torch
 
     out = path(logits, k)
@@ -80,7 +82,8 @@ def call_path(path, logits, k: int, name: str):
             raise EquivError(f"path {name!r} returned {what} of shape {shape}, expected {want}")
     if idx.dtype.is_floating_point or idx.dtype == torch.bool:
         raise EquivError(f"path {name!r} returned topk_index of dtype {idx.dtype}, expected int64")
-    return p.float(), idx.to(torch.int64)
+    dense = {"memory_format": torch.contiguous_format, "copy": True}
+    return p.to(torch.float32, **dense), idx.to(torch.int64, **dense)
 
 
 def _invalid(p, idx, vocab):

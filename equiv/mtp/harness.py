@@ -158,9 +158,11 @@ class MtpRun:
                 "notes": list(self.notes), "results": [r.to_json() for r in self.records]}
 
 
-def _candidates(paths, device: str):
-    from equiv.candidate import load_candidate
+def _candidates(paths, device: str, timeout=60.0):
+    from equiv.candidate import Candidate, load_candidate
     from equiv.paths import path_names
+    from equiv.run import load_check, runner_for, trusted
+    from equiv.run.supervisor import as_callable
 
     notes = []
     if paths is None:
@@ -176,7 +178,15 @@ def _candidates(paths, device: str):
     paths = list(paths)
     if not paths:
         raise InvalidArgument("paths is empty: give at least one built-in name or spec")
-    cands = [load_candidate(p) for p in paths]
+    # a user's spec runs in its supervised worker (equiv.run), one call per draft step
+    cands = []
+    for p in paths:
+        if isinstance(p, str) and not trusted(p.strip()):
+            load_check(p.strip(), device, timeout)   # a spec that does not load: exit 2 now; an
+            cands.append(Candidate(p.strip(), as_callable(runner_for(p.strip(), device, timeout)),
+                                   builtin=False))   # import that exits fails each call instead
+        else:
+            cands.append(load_candidate(p))
     names = [c.name for c in cands]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -256,7 +266,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
             device: str = "auto", trace=None, budget: str = "default",
             threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
             tree_tokens: int = TREE_TOKENS, margin: float = ACCEPT_LENGTH_MARGIN,
-            progress=None) -> MtpRun:
+            progress=None, timeout=60.0) -> MtpRun:
     """Decode with every path under every consumer and judge each (module docstring).
 
     ``paths``: built-in names, ``pkg.mod:fn`` / ``file.py:fn`` specs or callables
@@ -278,7 +288,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     tree_topk = check_int("tree_topk", tree_topk, min_value=2)
     tree_tokens = check_int("tree_tokens", tree_tokens, min_value=2)
     margin = check_float("margin", margin, min_value=0.0, exclusive_min=True)
-    cands, notes = _candidates(paths, device)
+    cands, notes = _candidates(paths, device, timeout)
     if trace is not None:
         tr = trace if isinstance(trace, Trace) else load_trace(trace)
         if steps > tr.steps:

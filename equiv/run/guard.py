@@ -139,13 +139,13 @@ class Guarded:
         parts = []
         if first_body is not None:
             pos, row, col = first_body
-            parts.append(f"modified its {self.name} {when}: {n_body} element(s) changed, first at "
+            parts.append(f"modified its input {self.name} {when}: {n_body} element(s) changed, first at "
                          f"[{row}, {col}]: {self._show(self.snapshot, pos)} -> {self._show(self.buffer, pos)}")
         n_guard = diff.numel() - n_body
         if first_guard is not None:
             pos, row, col = first_guard
             where = "after the last row" if row >= self.rows else f"in the padding of row {row}"
-            parts.append(f"wrote past its {self.name} {when}: {n_guard} canary element(s) changed, "
+            parts.append(f"wrote past its input {self.name} {when}: {n_guard} canary element(s) changed, "
                          f"first {where} (offset {pos}): {self._show(self.snapshot, pos)} -> "
                          f"{self._show(self.buffer, pos)}")
         return "; ".join(parts)

@@ -83,7 +83,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
         built = build_inputs(inputs, device)
     except Exception as exc:                     # our own input builder: not the candidate's fault
         raise RuntimeError(f"could not build the input {inputs}: {_first_line(exc)}") from exc
-    guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"input {i}")
+    guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"argument {i}")
               for i, t in enumerate(built)]
     args = [None if g is None else g.tensor for g in guards]
     args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
@@ -154,4 +154,6 @@ def run_probe(fn, target: str, payload, device="cpu"):
         return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
                                    f"end or interrupt the run)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
-    return CallOutcome(ok=True, value=to_host(result), seconds=time.perf_counter() - t0)
+    # a probe's own result object crosses as it is (pickled); tensors in it become host arrays
+    value = to_host(result) if _tensors(result) else result
+    return CallOutcome(ok=True, value=value, seconds=time.perf_counter() - t0)

@@ -22,7 +22,6 @@ Plan
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import signal
 import subprocess
@@ -40,10 +39,9 @@ _RUNNERS: dict = {}
 
 
 def _seconds(timeout) -> float | None:
-    if timeout is None:
-        return None
-    t = float(timeout)
-    return None if math.isinf(t) else t
+    from equiv.timeouts import limit_seconds
+
+    return limit_seconds(timeout)
 
 
 def _signal_name(num: int) -> str:
@@ -174,7 +172,7 @@ class WorkerRunner:
         tail = self._log_tail()
         self._kill()
         if code is not None and code < 0:
-            return failed("signal", f"killed by {_signal_name(-code)} {when}", log_tail=tail)
+            return failed("signal", f"was killed by {_signal_name(-code)} {when}", log_tail=tail)
         return failed("exit", f"exited with code {code} {when}" if code is not None
                       else f"closed its connection {when}", log_tail=tail)
 
@@ -187,7 +185,7 @@ class WorkerRunner:
         if not ready:
             tail = self._log_tail()
             self._kill()
-            self.stopped = f"it did not return within {timeout:g} s {when}"
+            self.stopped = f"the candidate hung on an earlier call (no answer within {timeout:g} s {when})"
             return failed("timeout", f"did not return within {timeout:g} s {when} (the worker was "
                                      f"killed; raise the limit with --timeout)", log_tail=tail)
         try:
@@ -199,7 +197,7 @@ class WorkerRunner:
         if outcome.abnormal:
             self.abnormal_ends += 1
             if self.abnormal_ends >= MAX_ABNORMAL and self.stopped is None:
-                self.stopped = f"it ended abnormally {self.abnormal_ends} times (last: {outcome.problem})"
+                self.stopped = f"the candidate ended abnormally {self.abnormal_ends} times (last: it {outcome.problem})"
         return outcome
 
     # -- requests ---------------------------------------------------------------------------------
@@ -250,6 +248,34 @@ class WorkerRunner:
                 pass
 
 
+class CandidateEnded(RuntimeError):
+    """A call through ``as_callable`` did not return normally (its one-line problem)."""
+
+
+def as_callable(runner):
+    """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
+    candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
+    come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
+    from equiv.run.guard import Raw
+
+    def call(logits, k):
+        import torch
+
+        out = runner.call(Raw.of(logits), k)
+        if not out.ok:
+            raise CandidateEnded(f"the candidate {out.problem}")
+        tensors = []
+        for a in out.value if isinstance(out.value, (tuple, list)) else (out.value,):
+            t = torch.as_tensor(getattr(a, "values", a))
+            if getattr(a, "dtype", None) in ("bfloat16", "float16"):
+                t = t.to(getattr(torch, a.dtype))
+            tensors.append(t.to(logits.device))
+        return tuple(tensors)
+
+    call.spec = runner.spec
+    return call
+
+
 def resolve_spec(spec: str) -> str:
     """The spec as the worker must see it: a file made absolute (checked to exist), else as is."""
     from equiv.candidate import split_spec
@@ -283,6 +309,8 @@ def runner_for(candidate, device: str = "cpu", timeout=60.0):
     if not isinstance(candidate, str) or not candidate.strip():
         load_candidate(candidate)                # raises the one-line error
     spec = candidate.strip()
+    if ":" not in spec:
+        load_candidate(spec)                     # a built-in name, or its one-line error
     key = (spec, str(device), os.getcwd())
     runner = _RUNNERS.get(key)
     if runner is None:
