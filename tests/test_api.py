@@ -63,18 +63,24 @@ def test_a_correct_path_returns_its_result():
 
 
 def _replay(repro, cwd):
+    import os
+
     line = repro.removeprefix("REPRO: ")
     words = shlex.split(line)
     assert words[0] in ("equiv", "python")
     words[0:1] = [sys.executable, "-m", "equiv"] if words[0] == "equiv" else [sys.executable]
-    return subprocess.run(words, cwd=cwd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, TMPDIR=str(cwd))      # a replay that fails saves its input there
+    return subprocess.run(words, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.parametrize("logits", ["gaussian:batch=2,vocab=500",
                                     torch.tensor([[1.0, 2.0, float("nan")], [0.0, 0.5, 1.0]]),
                                     torch.randn(3, 700).bfloat16()],
                          ids=["recipe", "small-raw", "large-raw"])
-def test_a_failure_names_its_checks_and_replays(logits, tmp_path):
+def test_a_failure_names_its_checks_and_replays(logits, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # a large input is saved there
     with pytest.raises(AssertionError) as info:
         equiv.assert_equivalent("hardcoded_one", logits, device="cpu")
     err = info.value
@@ -88,8 +94,11 @@ def test_a_failure_names_its_checks_and_replays(logits, tmp_path):
 
 
 def test_a_module_level_callable_replays_by_its_file(tmp_path, monkeypatch):
+    import tempfile
+
     (tmp_path / "my_kernel.py").write_text(KERNEL)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     import my_kernel
 
     with pytest.raises(equiv.EquivalenceError) as info:

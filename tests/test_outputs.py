@@ -1,7 +1,8 @@
 """Outputs and signals (issue 10, point 8): what equiv writes, where, and how it ends.
 
-Plan: ``atomic_write`` replaces regular files only -- a character device (a copy of /dev/null's
-node made in a temporary folder, so that a regression cannot replace the machine's) and a FIFO
+Plan: ``atomic_write`` replaces regular files only -- a character device (copies of the nodes of
+/dev/null and /dev/full made in a temporary folder, so that a regression cannot replace the
+machine's) and a FIFO
 are written to directly and keep their type; every unusable output (a directory, a missing
 folder, a place where nothing can be created, two outputs naming one file) stops the command
 with exit 2 and one line before any work (the candidate writes a marker file when it is imported:
@@ -90,11 +91,15 @@ def test_a_regular_file_is_replaced_whole_and_a_link_kept(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["link.json", "out.json"]
 
 
-def test_a_failed_write_is_one_output_error():
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full")
-    with pytest.raises(OutputError, match="could not write '/dev/full'"):
-        atomic_write("/dev/full", "x" * 100_000)
+def test_a_failed_write_is_one_output_error(tmp_path):
+    full = tmp_path / "full"                     # a copy of /dev/full's node, never the machine's
+    try:
+        os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    except PermissionError:
+        pytest.skip("creating a device node needs root")
+    with pytest.raises(OutputError, match="could not write .*full.*No space left on device"):
+        atomic_write(full, "x" * 100_000)
+    assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
 @pytest.mark.parametrize("outputs, needle", [
