@@ -1,50 +1,77 @@
 """equiv: does an optimized draft top-k compute the same thing as softmax-then-top-k?
 
-The public API is this list of names; the work lives in the modules named after it.
+The public API is the list of names in ``__all__``; the work lives in the modules named in
+``_EXPORTS``. Names are imported on first use: this package is imported by its pytest plugin in
+every pytest run of an environment where equiv is installed, and must not load torch or NumPy
+into a run that never asks for equiv.
 """
+import importlib as _importlib
 import os as _os
+import sys as _sys
+import types as _types
+
+from equiv._version import __version__
 
 # Installed, ``equiv.reference``, ``equiv.properties`` and ``equiv.fixtures`` are sub-packages
-# (pyproject maps the repository's top-level folders there). Run from a checkout without an
+# (setup.py maps the repository's top-level folders there). Run from a checkout without an
 # install, the same names resolve to those top-level folders through this package's path.
-_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+_root = _os.path.dirname(_os.path.dirname(_os.path.realpath(__file__)))
 if not _os.path.isdir(_os.path.join(__path__[0], "reference")) and _os.path.isfile(
         _os.path.join(_root, "reference", "__init__.py")):
     __path__.append(_root)
-from equiv.candidate import Candidate, load_candidate
-from equiv.compare import CheckResult, ComparisonResult, compare
-from equiv.errors import (
-    CandidateLoadError,
-    EquivError,
-    InvalidArgument,
-    MissingDependency,
-    NoDeviceError,
-    UsageError,
-)
-from equiv.inputs import FAMILIES, Recipe
-from equiv.paths import Path, get_path, path_names
-from equiv.tolerance import TOLERANCES, Tolerance, tolerance_for
 
-__version__ = "0.1.0"
+_EXPORTS = {
+    "assert_equivalent": "equiv.api",
+    "Candidate": "equiv.candidate",
+    "load_candidate": "equiv.candidate",
+    "CheckResult": "equiv.compare",
+    "ComparisonResult": "equiv.compare",
+    "compare": "equiv.compare",
+    "CandidateLoadError": "equiv.errors",
+    "EquivError": "equiv.errors",
+    "EquivalenceError": "equiv.errors",
+    "InvalidArgument": "equiv.errors",
+    "MissingDependency": "equiv.errors",
+    "NoDeviceError": "equiv.errors",
+    "UsageError": "equiv.errors",
+    "FAMILIES": "equiv.inputs",
+    "Recipe": "equiv.inputs",
+    "Path": "equiv.paths",
+    "get_path": "equiv.paths",
+    "path_names": "equiv.paths",
+    "TOLERANCES": "equiv.tolerance",
+    "Tolerance": "equiv.tolerance",
+    "tolerance_for": "equiv.tolerance",
+}
+_MODULES = ("strategies",)                       # public sub-modules, also loaded on first use
 
-__all__ = [
-    "FAMILIES",
-    "TOLERANCES",
-    "Candidate",
-    "CandidateLoadError",
-    "CheckResult",
-    "ComparisonResult",
-    "EquivError",
-    "InvalidArgument",
-    "MissingDependency",
-    "NoDeviceError",
-    "Path",
-    "Recipe",
-    "Tolerance",
-    "UsageError",
-    "compare",
-    "get_path",
-    "load_candidate",
-    "path_names",
-    "tolerance_for",
-]
+__all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
+    elif name in _MODULES:
+        value = _importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'equiv' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
+
+
+class _Front(_types.ModuleType):
+    """``equiv.compare`` is the function, although ``equiv/compare.py`` is also a sub-module:
+    importing a sub-module binds it on its package, which would hide the function the first
+    time anything imports ``equiv.compare``. An exported name keeps its exported value."""
+
+    def __setattr__(self, name, value):
+        if name in _EXPORTS and isinstance(value, _types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Front

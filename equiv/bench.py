@@ -10,19 +10,21 @@ Plan (the protocol of issue 7)
    graph is replayed ``replays`` times, each replay timed with CUDA events; the figure is the
    median replay time divided by the number of buffers: per-call time with a cold cache and no
    launch gaps beyond the graph's own.
-4. Per path: microseconds, GB/s of logits read (B x V x element size per call: the bytes every
-   path must read, whatever else it moves) and the percentage of the ceiling; and the speed-up
-   over ``softmax_topk`` at the same point.
+4. Size-matched ceiling (issue 14): for each (dtype, B), the faster of ``torch.sum(dim=-1)`` and
+   a plain Triton read-sum (``equiv/kernels/read_sum.py``) of the same buffers, timed the same
+   way: the limit at that size with its fixed costs, where the 2 GiB figure is out of reach
+   for any kernel.
+5. Per path: microseconds, GB/s of logits read (B x V x element size per call: the bytes every
+   path must read, whatever else it moves), the percentage of the 2 GiB ceiling and of the
+   size-matched one (the size-matched time over the path's time); and the speed-up over
+   ``softmax_topk`` at the same point.
 Results are frozen dataclasses with ``to_json()``; ``write_json`` and ``write_plot`` write
 atomically (a temporary file in the target's folder, then a rename).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import statistics
-import tempfile
 from dataclasses import asdict, dataclass, field
 
 from equiv.errors import NoDeviceError
@@ -49,6 +51,31 @@ class BenchRow:
     buffers: int
     replays: int
     speedup: float | None = None
+    pct_sized: float | None = None
+
+
+@dataclass(frozen=True)
+class SizedCeiling:
+    """The size-matched ceiling at one (dtype, batch): ``torch_sum_us`` and ``triton_sum_us`` per
+    call under the bench's protocol; ``us`` is the faster and ``gbps`` its bandwidth."""
+
+    dtype: str
+    batch: int
+    vocab: int
+    torch_sum_us: float
+    triton_sum_us: float | None
+
+    @property
+    def us(self) -> float:
+        return min(t for t in (self.torch_sum_us, self.triton_sum_us) if t is not None)
+
+    @property
+    def source(self) -> str:
+        return "triton" if self.triton_sum_us is not None and self.triton_sum_us < self.torch_sum_us \
+            else "torch"
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "us": self.us, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -61,24 +88,39 @@ class BenchResult:
     ceiling_gbps: float
     ceiling_detail: str
     rows: tuple = field(default_factory=tuple)
+    sized: tuple = field(default_factory=tuple)
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["rows"] = [asdict(r) for r in self.rows]
+        d["sized"] = [s.to_json() for s in self.sized]
         return d
 
     def table(self) -> str:
         """A Markdown table, one row per (dtype, k, path, B)."""
         head = (f"{self.device}, {self.sm_count} SMs, L2 {self.l2_bytes / 2 ** 20:.0f} MiB; "
                 f"read ceiling {self.ceiling_gbps:.0f} GB/s ({self.ceiling_detail})\n\n"
-                "| dtype | k | path | B | µs | GB/s | % of ceiling | x vs softmax_topk |\n"
-                "|---|---|---|---|---|---|---|---|\n")
+                "| dtype | k | path | B | µs | GB/s | % of ceiling | % of size-matched "
+                "| x vs softmax_topk |\n|---|---|---|---|---|---|---|---|---|\n")
         lines = []
         for r in self.rows:
             speed = f"{r.speedup:.1f}" if r.speedup is not None else "-"
+            sized = f"{r.pct_sized:.0f}" if r.pct_sized is not None else "-"
             lines.append(f"| {r.dtype} | {r.k} | {r.path} | {r.batch} | {r.us:.1f} | "
-                         f"{r.gbps:.0f} | {r.pct_ceiling:.0f} | {speed} |")
-        return head + "\n".join(lines)
+                         f"{r.gbps:.0f} | {r.pct_ceiling:.0f} | {sized} | {speed} |")
+        table = head + "\n".join(lines)
+        if self.sized:
+            table += ("\n\nSize-matched ceiling (the faster of torch.sum(dim=-1) and a plain Triton "
+                      "read-sum of the same buffers):\n\n| dtype | B | torch.sum µs | "
+                      "Triton read-sum µs | ceiling µs | GB/s | % of ceiling |\n"
+                      "|---|---|---|---|---|---|---|\n")
+            for s in self.sized:
+                nbytes = s.batch * s.vocab * (4 if s.dtype == "float32" else 2)
+                gbps = nbytes / (s.us * 1e-6) / 1e9
+                tri = f"{s.triton_sum_us:.1f}" if s.triton_sum_us is not None else "-"
+                table += (f"| {s.dtype} | {s.batch} | {s.torch_sum_us:.1f} | {tri} | {s.us:.1f} | "
+                          f"{gbps:.0f} | {100 * gbps / self.ceiling_gbps:.0f} |\n")
+        return table.rstrip("\n")
 
 
 def _require_gpu():
@@ -147,9 +189,22 @@ def time_path(fn, buffers: list, k: int, replays: int = 30) -> float:
     return ms * 1e3 / len(buffers)
 
 
+def sized_ceiling(buffers: list, dtype: str, replays: int = 30) -> SizedCeiling:
+    """Time ``torch.sum(dim=-1)`` and the plain Triton read-sum over ``buffers`` (step 4)."""
+    batch, vocab = buffers[0].shape
+    torch_us = time_path(lambda x, k: x.sum(-1), buffers, 1, replays)
+    try:
+        from equiv.kernels.read_sum import read_sum
+    except ImportError:                          # no Triton: torch.sum alone
+        triton_us = None
+    else:
+        triton_us = time_path(lambda x, k: read_sum(x), buffers, 1, replays)
+    return SizedCeiling(dtype, batch, vocab, torch_us, triton_us)
+
+
 def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEFAULT_BATCHES,
               vocab: int = DEFAULT_VOCAB, replays: int = 30, seed: int = 0,
-              progress=None) -> BenchResult:
+              progress=None, size_matched: bool = True) -> BenchResult:
     """Time ``paths`` (names or candidate specs; default every built-in) on the GPU."""
     import torch
 
@@ -163,12 +218,14 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
     names = list(paths) if paths else path_names()
     cands = [load_candidate(p) for p in names]
     ceiling, how = read_ceiling()
-    rows, done, total = [], 0, len(dtypes) * len(batches) * len(ks) * len(cands)
+    rows, sized, done, total = [], [], 0, len(dtypes) * len(batches) * len(ks) * len(cands)
     for dtype in dtypes:
         tdtype = _torch_dtype(dtype)
         for batch in batches:
             buffers = make_buffers(batch, vocab, tdtype, l2, seed)
             nbytes = batch * vocab * buffers[0].element_size()
+            if size_matched:
+                sized.append(sized_ceiling(buffers, dtype, replays))
             for k in ks:
                 base_us = None
                 for cand in cands:
@@ -181,33 +238,20 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
                         base_us = us
                     rows.append(BenchRow(cand.spec, dtype, k, batch, vocab, us, gbps,
                                          100.0 * gbps / ceiling, len(buffers), replays,
-                                         base_us / us if base_us else None))
+                                         base_us / us if base_us else None,
+                                         100.0 * sized[-1].us / us if size_matched else None))
                     if progress:
                         progress(done, total, rows[-1])
             del buffers
             torch.cuda.empty_cache()
-    return BenchResult(props.name, props.multi_processor_count, l2, ceiling, how, tuple(rows))
-
-
-def _atomic_write(path: str, write) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    return BenchResult(props.name, props.multi_processor_count, l2, ceiling, how, tuple(rows),
+                       tuple(sized))
 
 
 def write_json(result: BenchResult, path: str) -> None:
-    def write(tmp):
-        with open(tmp, "w") as f:
-            json.dump(result.to_json(), f, indent=2)
+    from equiv.atomic import write_json as _write
 
-    _atomic_write(path, write)
+    _write(path, result.to_json())
 
 
 def write_plot(result: BenchResult, path: str) -> None:
@@ -238,5 +282,11 @@ def write_plot(result: BenchResult, path: str) -> None:
     fig.suptitle(f"{result.device}: V={result.rows[0].vocab if result.rows else '?'}, "
                  f"read ceiling {result.ceiling_gbps:.0f} GB/s", fontsize=9)
     fig.tight_layout()
-    _atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    import io
+
+    from equiv.atomic import atomic_write
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
+    atomic_write(path, buf.getvalue(), mode="wb")

@@ -101,6 +101,14 @@ def load_candidate(spec) -> Candidate:
         raise CandidateLoadError(
             f"candidate {spec!r} is not a built-in path ({', '.join(path_names())}) and has no "
             f"':function' part: write package.module:function or path/to/file.py:function")
+    obj = resolve_callable(spec)
+    _check_signature(spec, obj)
+    return Candidate(spec, obj, builtin=False)
+
+
+def resolve_callable(spec: str):
+    """The callable a ``package.module:function`` or ``file.py:function`` spec names (any
+    signature: each operation checks its own)."""
     target, attr, is_file = split_spec(spec)
     if is_file:
         module = _load_file(spec, target)
@@ -117,7 +125,5 @@ def load_candidate(spec) -> Candidate:
                 f"{', '.join(names[:12]) or 'none'}") from None
     if not callable(obj):
         raise CandidateLoadError(
-            f"candidate {spec!r}: {attr!r} is a {type(obj).__name__}, not a callable "
-            f"fn(logits, k) -> (topk_p, topk_index)")
-    _check_signature(spec, obj)
-    return Candidate(spec, obj, builtin=False)
+            f"candidate {spec!r}: {attr!r} is a {type(obj).__name__}, not a callable")
+    return obj

@@ -1,21 +1,35 @@
 """The ``equiv`` command line: parses arguments and calls the library.
 
-Exit codes, for every subcommand: 0 pass, 1 a check failed, 2 bad usage or an unloadable
-candidate (one line on stderr, no traceback). Each subcommand lives in ``equiv/commands/NAME.py``
-with ``add_parser(subparsers)`` and ``run(args) -> int``.
+Conventions, the same in every subcommand:
+- exit codes: 0 pass, 1 a check failed, 2 bad usage, an unloadable candidate or an output that
+  cannot be written (one line on stderr, no traceback, before any work), 130 on SIGINT and 143
+  on SIGTERM (no output file half-written: ``equiv.atomic``; the suite's subprocesses killed);
+- ``--version``; ``-q`` (no progress, no notes) and ``-v`` (more of each failure), before or
+  after the subcommand; ``--json FILE`` (``-`` or no FILE: standard output); progress bars on
+  stderr only when it is a terminal (``equiv.console``); a closed stdout pipe ends quietly.
+Each subcommand lives in ``equiv/commands/NAME.py`` with ``add_parser(subparsers)`` and
+``run(args) -> int``; the options they share are in ``equiv/commands/__init__.py``.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
+import os
+import signal
 import sys
+import threading
 
+from equiv._version import __version__
+from equiv.console import Console
 from equiv.errors import UsageError
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-# Each lives in equiv/commands/NAME.py; one whose module is not there yet is left out.
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 COMMANDS = ("paths", "check", "report", "gate", "mtp", "bench", "selftest")
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that ``finally`` blocks and atomic writes clean up."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,27 +37,84 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _verbosity_options(parser, default) -> None:
+    parser.add_argument("-q", "--quiet", action="count", default=default,
+                        help="less output: no progress bars, no notes")
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="more output: every failure in full")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="equiv", description="Numerical-equivalence checks for draft top-k paths.")
+    parser.add_argument("--version", action="version", version=f"equiv {__version__}")
+    _verbosity_options(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        if importlib.util.find_spec(f"equiv.commands.{name}") is not None:
-            importlib.import_module(f"equiv.commands.{name}").add_parser(sub)
+        importlib.import_module(f"equiv.commands.{name}").add_parser(sub)
+    for p in sub.choices.values():               # after the subcommand too; SUPPRESS keeps `equiv -q gate`
+        _verbosity_options(p, argparse.SUPPRESS)
     return parser
 
 
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def _end_now(code: int, console: Console) -> None:
+    """After SIGINT/SIGTERM: kill the suite's subprocesses and the candidate workers, flush, and
+    leave at once when other threads still run (a candidate call under a time-out, a pool of
+    gates): letting the interpreter finalize under them aborts (``terminate called without an
+    active exception``, exit 134) or waits for them."""
+    suite, workers = sys.modules.get("equiv.suite_process"), sys.modules.get("equiv.run.supervisor")
+    if suite is not None:
+        suite.kill_all()
+    if workers is not None:                      # os._exit below skips the atexit that closes them
+        workers.close_all()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if threading.active_count() > 1:
+        os._exit(code)
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return int(args.run(args))
-    except UsageError as exc:
-        print(f"equiv {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"equiv {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return _main(argv)
+    finally:
+        if previous is not None:                 # main() called in-process (tests) leaves no trace
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv) -> int:
+    console = Console()
+    code = EXIT_USAGE
+    try:
+        args = build_parser().parse_args(argv)
+        console = Console(args.verbose - args.quiet, json_to_stdout=getattr(args, "json_out", None) == "-")
+        args.console = console
+        try:
+            code = int(args.run(args))
+        except UsageError as exc:
+            console.error(f"equiv {args.command}: error: {exc}")
+            code = EXIT_USAGE
+        except KeyboardInterrupt:
+            console.error(f"equiv {args.command}: interrupted")
+            code = EXIT_SIGINT
+        except Terminated:
+            console.error(f"equiv {args.command}: terminated")
+            code = EXIT_SIGTERM
+        sys.stdout.flush()
+    except BrokenPipeError:                      # `equiv ... | head`: the reader has what it wanted
+        console.close_stdout()
+    if code in (EXIT_SIGINT, EXIT_SIGTERM):
+        _end_now(code, console)
+    return code
 
 
 if __name__ == "__main__":

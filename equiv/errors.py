@@ -27,5 +27,20 @@ class NoDeviceError(UsageError, RuntimeError):
     """A device the command needs (a CUDA GPU) is not present."""
 
 
+class OutputError(UsageError, OSError):
+    """An output file could not be written (a full disk, a vanished folder); the message says which."""
+
+
 class MissingDependency(UsageError, ImportError):
     """An optional dependency (Triton, matplotlib) is not installed; the message says how."""
+
+
+class EquivalenceError(EquivError, AssertionError):
+    """``equiv.assert_equivalent`` found a difference. ``result`` is the full comparison;
+    ``failed`` names the failed checks (``"value" in err.failed``); the message ends with the
+    ``REPRO:`` line."""
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result
+        self.failed = tuple(c.name for c in getattr(result, "failed_checks", ()))

@@ -22,25 +22,22 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 """
 from __future__ import annotations
 
-import json
-import math
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
+from equiv.checks import NamedChecks
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 BUDGETS = {
     # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget
+    # shape_elements: the coverage plan's largest B x V (2**25: [1024, 32000]; 2**28: [1024, 151936])
     "quick": {"dtypes": ("float32", "bfloat16"), "batch": 4, "seeds": 1, "mtp_timeout": 300,
-              "properties_timeout": 300},
+              "properties_timeout": 300, "shape_elements": 2 ** 25},
     "full": {"dtypes": ("float32", "bfloat16", "float16"), "batch": 16, "seeds": 3, "mtp_timeout": 3600,
-             "properties_timeout": 3600},
+             "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 STAGES = ("properties", "tolerance", "mtp")
+OPS = ("draft_topk", "verify")
 K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
 
 
@@ -94,17 +91,20 @@ class GateResult:
     duration_s: float
     stages: tuple = ()
     calls: int = 0
+    op: str = "draft_topk"
     diagnosis: object = None                      # equiv.diagnose.Diagnosis: the defects behind the failures
 
     @property
-    def failed(self) -> list[GateCheck]:
-        return [c for c in self.checks if not c.passed]
+    def failed(self) -> NamedChecks:
+        """The failed checks; ``"tolerance:zipf:float32" in result.failed`` tests by name."""
+        return NamedChecks(c for c in self.checks if not c.passed)
 
     def stage(self, name: str) -> Stage:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "passed": self.passed, "k": list(self.k), "device": self.device,
+        return {"op": self.op, "candidate": self.candidate, "passed": self.passed, "k": list(self.k),
+                "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "calls": self.calls,
                 "stages": {s.name: s.to_json() for s in self.stages},
@@ -115,9 +115,10 @@ class GateResult:
         """Compact verdict: a line per stage, then the first failures of each with evidence."""
         verdict = "PASS" if self.passed else "FAIL"
         ks = ",".join(map(str, self.k))
-        lines = [f"equiv gate: {self.candidate} (k={ks}, {self.device}, "
-                 f"{'/'.join(self.dtypes)}, budget {self.budget}, seed {self.seed}): {verdict} "
-                 f"in {self.duration_s:.1f} s"]
+        what = (f"k={ks}, {self.device}, {'/'.join(self.dtypes)}" if self.op == "draft_topk"
+                else f"op {self.op}, {self.device}")
+        lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
+                 f"{verdict} in {self.duration_s:.1f} s"]
         if self.diagnosis is not None and not self.passed:
             lines += [self.diagnosis.summary(), "checks:"]
         stage_names = {s.name for s in self.stages}
@@ -157,7 +158,7 @@ class GateResult:
 
 
 _PREFIX_STAGE = {"property": "properties", "properties": "properties", "tolerance": "tolerance",
-                 "mtp": "mtp"}
+                 "mtp": "mtp", "statistics": "statistics"}
 
 
 def _stage(name: str, checks: list[GateCheck], ran: dict | None = None, why: str = "") -> Stage:
@@ -170,33 +171,24 @@ def _fmt_timeout(timeout: float | None) -> str:
 
 
 def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
-                    timeout: float | None, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
-    """Run ``pytest --pyargs equiv.properties`` on the candidate; each property is a check."""
-    with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
-        report = os.path.join(tmp, "properties.json")
-        cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-q", "-p", "no:cacheprovider",
-               f"--equiv-candidate={spec}", f"--equiv-device={device}", f"--equiv-k={','.join(map(str, ks))}",
-               f"--equiv-dtype={','.join(dtypes)}", f"--equiv-budget={budget}",
-               f"--equiv-timeout={_fmt_timeout(timeout)}",
-               f"--equiv-report-json={report}", f"--hypothesis-seed={seed}"]
-        env = dict(os.environ, HYPOTHESIS_PROFILE="ci" if budget == "quick" else "nightly")
-        repro = ("REPRO: HYPOTHESIS_PROFILE=" + env["HYPOTHESIS_PROFILE"] + " python -m pytest "
-                 + " ".join(cmd[4:]).replace(f" --equiv-report-json={report}", ""))
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=stage_timeout, env=env,
-                                  cwd=os.getcwd())
-        except subprocess.TimeoutExpired:
-            c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
-                          repro=repro)
-            return [c], _stage("properties", [c])
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        try:
-            with open(report) as f:
-                tests = json.load(f)
-        except (OSError, ValueError):
-            c = GateCheck("properties", False, f"pytest exited {proc.returncode} without a report",
-                          counterexample=tail, repro=repro)
-            return [c], _stage("properties", [c])
+                    timeout: float | None, stage_timeout: float, op: str = "draft_topk",
+                    select: str | None = None) -> tuple[list[GateCheck], Stage]:
+    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``: the
+    caller's folder, shielded from its pytest config) and turn each test into a check."""
+    from equiv.suite_process import run_suite
+
+    run = run_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                    timeout=stage_timeout, call_timeout=timeout, op=op, select=select)
+    repro, tail = run.repro, run.output_tail
+    if run.timed_out:
+        c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                      repro=repro)
+        return [c], _stage("properties", [c])
+    if run.report is None:
+        c = GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
+                      counterexample=tail, repro=repro)
+        return [c], _stage("properties", [c])
+    tests, returncode = run.report, run.returncode
     records = tests.get("tests", tests) if isinstance(tests, dict) else tests
     checks, skipped, examples = [], [], {}
     for t in records:
@@ -213,8 +205,8 @@ def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: in
                                 repro=None if passed else (t.get("repro") or repro),
                                 duration_s=float(t.get("duration") or 0.0)))
     failed = [c for c in checks if not c.passed]
-    if proc.returncode not in (0, 1) or (proc.returncode == 0) == bool(failed):
-        checks.append(GateCheck("properties", False, f"pytest exited {proc.returncode}, which its "
+    if returncode not in (0, 1) or (returncode == 0) == bool(failed):
+        checks.append(GateCheck("properties", False, f"pytest exited {returncode}, which its "
                                 f"{len(failed)} failing record(s) do not explain (an interrupted or "
                                 f"crashed run)", counterexample=tail, repro=repro))
     ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
@@ -227,10 +219,14 @@ def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: in
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float | None) -> tuple[list[GateCheck], Stage]:
+                     vocab: int, timeout: float | None, plan=None) -> tuple[list[GateCheck], Stage]:
     """``compare`` on every input family x dtype x k; the first failing recipe is the
-    counterexample. The worker builds each recipe on the device."""
+    counterexample. The worker builds each recipe on the device.
+
+    ``plan`` (an ``equiv.coverage.TolerancePlan``) gives each check its shapes; without one,
+    every check runs ``[batch, vocab]``."""
     from equiv.compare import compare
+    from equiv.coverage import Shape
     from equiv.inputs import FAMILIES, Recipe
     from equiv.run import runner_for
 
@@ -239,14 +235,19 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     for k in ks:
         for dtype in dtypes:
             for family in FAMILIES:
+                if plan is not None and (family, dtype) not in plan:
+                    continue
                 name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
                 if getattr(runner, "stopped", None):
                     checks.append(GateCheck(name, False, f"not run: {runner.stopped}"))
                     continue
                 t0 = time.perf_counter()
                 worst = None
-                for s in range(seed, seed + seeds):
-                    recipe = Recipe(family=family, seed=s, batch=batch, vocab=vocab, dtype=dtype)
+                planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
+                runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
+                for s, shape in runs:
+                    recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                                    dtype=dtype, pad=shape.pad)
                     shapes.add((recipe.batch, recipe.vocab, recipe.pad))
                     res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
                     if not res.passed:
@@ -254,7 +255,8 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                         break
                 dt = time.perf_counter() - t0
                 if worst is None:
-                    checks.append(GateCheck(name, True, f"{seeds} recipe(s) within tolerance", duration_s=dt))
+                    checks.append(GateCheck(name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                            f"{', '.join(map(str, planned))}", duration_s=dt))
                     continue
                 detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
                 where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
@@ -266,10 +268,16 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
         checks.append(GateCheck("tolerance:late-write", False, f"the candidate {late}"))
     bs = sorted({b for b, _, _ in shapes})
     vs = sorted({v for _, v, _ in shapes})
+    padded = sum(1 for _, _, p in shapes if p)
     ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
-           "summary": f"{runner.calls - calls0} calls; B in {bs}; V in {vs}; {'/'.join(dtypes)}; "
+           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
+                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
                       f"k={','.join(map(str, ks))}"}
     return checks, _stage("tolerance", checks, ran)
+
+
+def _span(values) -> str:
+    return "{" + ", ".join(map(str, values[:12])) + (f", +{len(values) - 12} more" if len(values) > 12 else "") + "}"
 
 
 def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
@@ -341,7 +349,15 @@ def parse_ks(k) -> tuple:
 
 def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
-             stages=STAGES) -> GateResult:
+             stages=None, progress=None, op: str = "draft_topk") -> GateResult:
+    """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
+    stage as it starts. ``op="verify"`` is the verifier's gate (``equiv.ops.verify.gate``)."""
+    if check_choice("op", op, OPS) == "verify":
+        from equiv.ops.verify.gate import DEFAULT_STAGES, run_verify_gate
+
+        return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
+                               stages=stages or DEFAULT_STAGES, progress=progress)
+    stages = stages or STAGES
     from equiv.devices import resolve_device
     from equiv.inputs import DTYPES
     from equiv.properties.subjects import parse_timeout
@@ -368,17 +384,27 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     else:
         stage_timeout = plan["properties_timeout"] if timeout is None else max(
             plan["properties_timeout"], 4 * timeout + 120)
-        for name in stages:
+        for n, name in enumerate(stages):
+            if progress:
+                progress(n, len(stages), name)
             if name == "properties":
                 got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
                                           seed=seed, timeout=timeout, stage_timeout=stage_timeout)
             elif name == "tolerance":
+                from equiv.coverage import tolerance_plan
+                from equiv.inputs import FAMILIES
+
+                shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                            max_shape_elements=plan["shape_elements"])
                 got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
-                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout)
+                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                           plan=shape_plan)
             else:
                 got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
             checks += got
             done.append(st)
+        if progress:
+            progress(len(stages), len(stages), "done")
         done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
     effective = any(st.effective for st in done)
     from equiv.diagnose.attach import for_gate

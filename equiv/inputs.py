@@ -36,11 +36,11 @@ buffer whose padding holds garbage (large values that would win if read).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from equiv.errors import InvalidArgument
+from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_float, check_int
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -82,33 +82,12 @@ class Recipe:
         check_float("shift", self.shift)
 
     def __str__(self) -> str:
-        defaults = Recipe()
-        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)
-                 if f.name != "family" and (f.name in ("seed", "batch", "vocab", "dtype")
-                                            or getattr(self, f.name) != getattr(defaults, f.name))]
-        return f"{self.family}:" + ",".join(parts)
+        return recipe_str(self, always=("seed", "batch", "vocab", "dtype"))
 
     @classmethod
     def parse(cls, text: str) -> "Recipe":
         """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
-        text = str(text).strip()
-        family, _, rest = text.partition(":")
-        kwargs: dict = {"family": family.strip() or "gaussian"}
-        types = {f.name: f.type for f in fields(cls)}
-        for item in filter(None, (s.strip() for s in rest.split(","))):
-            key, eq, value = item.partition("=")
-            key = key.strip()
-            if not eq or key not in types or key == "family":
-                raise InvalidArgument(
-                    f"recipe item {item!r} in {text!r} is invalid: write key=value with key one of "
-                    f"{', '.join(n for n in types if n != 'family')}")
-            conv = {"int": int, "float": float}.get(str(types[key]), str)
-            try:
-                kwargs[key] = conv(value.strip())
-            except ValueError:
-                raise InvalidArgument(
-                    f"recipe item {item!r}: {key} must be {types[key]}, got {value!r}") from None
-        return cls(**kwargs)
+        return recipe_parse(cls, text)
 
     def _repr_pretty_(self, printer, cycle):
         # Hypothesis prints failing examples with this: one replayable line, not eleven fields.

@@ -2,34 +2,46 @@
 
 One ``<testsuite>`` per gate run, one ``<testcase>`` per check, classname ``equiv.gate.STAGE``; a
 failed check carries a ``<failure>`` whose message is the check's detail and whose body holds
-the counterexample and the ``REPRO:`` line.
+the counterexample and the ``REPRO:`` line. The standard library's ElementTree writes the XML
+(escaping ``<``, ``&`` and quotes); what no XML 1.0 document may hold even escaped -- control
+characters, lone surrogates, from a candidate's own exception message -- is cleaned first by
+``equiv.sanitize``, so the file stays well-formed whatever the candidate raised.
 """
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from equiv.sanitize import clean_text
+
 
 def junit_xml(result) -> str:
+    from equiv._version import __version__
+
+    def element(parent, tag, **attrs):
+        attrs = {k: clean_text(v) for k, v in attrs.items()}
+        return ET.Element(tag, attrs) if parent is None else ET.SubElement(parent, tag, attrs)
+
     failures = sum(not c.passed for c in result.checks)
-    suite = ET.Element("testsuite", name=f"equiv gate {result.candidate}", tests=str(len(result.checks)),
-                       failures=str(failures), errors="0", skipped="0", time=f"{result.duration_s:.3f}")
-    props = ET.SubElement(suite, "properties")
+    suite = element(None, "testsuite", name=f"equiv gate {result.candidate}", tests=str(len(result.checks)),
+                    failures=str(failures), errors="0", skipped="0", time=f"{result.duration_s:.3f}")
+    props = element(suite, "properties")
+    element(props, "property", name="equiv_version", value=__version__)
     for key in ("candidate", "k", "device", "budget", "seed"):
-        ET.SubElement(props, "property", name=key, value=str(getattr(result, key)))
+        element(props, "property", name=key, value=str(getattr(result, key)))
     for c in result.checks:
         stage, _, rest = c.name.partition(":")
-        case = ET.SubElement(suite, "testcase", classname=f"equiv.gate.{stage}", name=rest or stage,
-                             time=f"{c.duration_s:.3f}")
+        case = element(suite, "testcase", classname=f"equiv.gate.{stage}", name=rest or stage,
+                       time=f"{c.duration_s:.3f}")
         if not c.passed:
-            fail = ET.SubElement(case, "failure", message=c.detail[:1000], type="EquivalenceFailure")
-            fail.text = "\n".join(x for x in (c.detail, c.counterexample, c.repro) if x)
+            fail = element(case, "failure", message=c.detail[:1000], type="EquivalenceFailure")
+            fail.text = clean_text("\n".join(x for x in (c.detail, c.counterexample, c.repro) if x))
     diagnosis = getattr(result, "diagnosis", None)
     if diagnosis is not None:                    # one test case per defect, beside the checks
         from equiv.diagnose.render import junit_cases
 
         for name, message, body in junit_cases(diagnosis):
-            case = ET.SubElement(suite, "testcase", classname="equiv.gate.defect", name=name, time="0.000")
-            ET.SubElement(case, "failure", message=message, type="Defect").text = body
+            case = element(suite, "testcase", classname="equiv.gate.defect", name=name, time="0.000")
+            element(case, "failure", message=message, type="Defect").text = clean_text(body)
         suite.set("tests", str(len(result.checks) + len(diagnosis.defects)))
         suite.set("failures", str(failures + len(diagnosis.defects)))
     ET.indent(suite)

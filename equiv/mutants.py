@@ -249,6 +249,44 @@ def float64_compute(logits, k):
     return p.float(), idx
 
 
+# -- GPU-only mutants (issue 14): bugs the CPU property suite cannot see -------------------------
+# They answer every single call correctly, so the suite passes them; the GPU probes of
+# equiv/gpu_probes.py (properties/test_gpu.py) kill them. ``GPU_MUTANTS`` keeps them out of the
+# CPU kill table of tests/test_mutants.py.
+GPU_MUTANTS: dict[str, Mutant] = {}
+_STATIC_OUT: dict = {}
+
+
+@_register(GPU_MUTANTS, "static output buffer", "writes every answer into one buffer per (device, "
+           "k) and returns views of it: a CUDA graph's outputs alias it, so the next eager call "
+           "overwrites them before they are read (killed by graph_replay)")
+def static_output_buffer(logits, k):
+    p, idx = _correct(logits, k)
+    batch, key = logits.shape[0], (str(logits.device), k)
+    buf = _STATIC_OUT.get(key)
+    if buf is None or buf[0].shape[0] < batch:
+        buf = (torch.empty((batch, k), dtype=torch.float32, device=logits.device),
+               torch.empty((batch, k), dtype=torch.int64, device=logits.device))
+        _STATIC_OUT[key] = buf
+    buf[0][:batch].copy_(p)
+    buf[1][:batch].copy_(idx)
+    return buf[0][:batch], buf[1][:batch]
+
+
+@_register(GPU_MUTANTS, "batch-size-dependent reduction order", "sums exp(x - max) in a number of "
+           "chunks that depends on B (more for small batches, as a split-V kernel does): each "
+           "answer is within tolerance, but a row's bits change with its batch (passes "
+           "batch_invariance, killed by it with --equiv-require batch-invariant)")
+def batch_dependent_reduction(logits, k):
+    x = logits.float()
+    top, idx = torch.topk(x, k, -1)
+    chunks = max(1, 64 // max(x.shape[0], 1))
+    batch, vocab = x.shape
+    width = -(-vocab // chunks)
+    e = torch.zeros((batch, chunks * width), dtype=torch.float32, device=x.device)
+    e[:, :vocab] = torch.exp(x - top[:, :1])
+    s = e.view(batch, chunks, width).sum(-1).sum(-1, keepdim=True)
+    return torch.exp(top - top[:, :1]) / s, idx
 # -- multi-defect mutants: two or three independent bugs in one kernel (equiv.diagnose must name
 # each of them once; docs/diagnosis.md has the table) -------------------------------------------
 def _first_valid_argmax(x):

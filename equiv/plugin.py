@@ -1,5 +1,13 @@
 """pytest plugin (entry point ``pytest11``): options that point the property suite at a candidate.
 
+Installed, this module is loaded into every pytest run of the environment, so it is **inert**
+unless the run is an equiv run: equiv's own suite is collected (its conftest calls
+``activate``) or an ``--equiv-*`` option is given. In any other run it only adds its options:
+it registers no profile, loads none, adds no marker, skips nothing and reads no environment
+variable (a host project's ``HYPOTHESIS_PROFILE``, its ``ci`` profile and its ``gpu`` marker are
+its own).
+
+Options (defaults are ``None`` so that "given" can be told from "left alone"):
 - ``--equiv-candidate SPEC``: judge this candidate (built-in name, pkg.mod:fn, file.py:fn)
   instead of the built-in paths; the known-failure ledger does not apply to it.
 - ``--equiv-device cpu|cuda|auto``: where inputs are built and the candidate runs (auto).
@@ -9,12 +17,15 @@
 - ``--equiv-timeout SEC``: per-call time-out of a candidate in its worker (default 60; inf: none).
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
+- ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
+  property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
   message, counterexample, repro, examples) to FILE when the session ends.
-Hypothesis profiles ``dev``, ``ci`` and ``nightly`` are registered here and picked by the
-``HYPOTHESIS_PROFILE`` environment variable (default ``dev``; ``--hypothesis-profile`` wins).
-Bad option values stop the run with one line naming the value and the fix. torch is imported
-only when an option needs it (a candidate to load, a device to resolve).
+In an equiv run, the Hypothesis profiles ``equiv-dev``, ``equiv-ci`` and ``equiv-nightly`` are
+registered; ``HYPOTHESIS_PROFILE`` picks one (default ``equiv-dev``), but a profile the host
+already loaded (or ``--hypothesis-profile``) is never replaced. Tests marked ``equiv_gpu`` are
+skipped without a CUDA device. Bad option values stop the run with one line naming the value and
+the fix. torch is imported only when an option needs it.
 
 The plugin is registered by the entry point as ``equiv``; ``-p equiv.plugin`` (what the gate
 passes, and what works with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) registers the same module under
@@ -29,7 +40,16 @@ import sys
 import pytest
 
 BUDGETS = ("quick", "full")
-PROFILES = ("dev", "ci", "nightly")
+REQUIREMENTS = ("batch-invariant",)
+DEVICES = ("auto", "cpu", "cuda")
+PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
+GPU_MARKER = "equiv_gpu"
+# The values an option means when it is not given (its parser default is None).
+DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None, "equiv_k": "1",
+            "equiv_budget": "full", "equiv_report_json": None, "equiv_timeout": "60", "equiv_require": None,
+            "equiv_op": "draft_topk"}
+OPS = ("draft_topk", "verify")
+_ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 
 
@@ -40,18 +60,43 @@ def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup("equiv", "equiv: numerical-equivalence property suite")
     group.addoption("--equiv-candidate", default=None, metavar="SPEC",
                     help="candidate to judge: built-in path, package.module:function or file.py:function")
-    group.addoption("--equiv-device", default="auto", choices=("auto", "cpu", "cuda"),
+    group.addoption("--equiv-device", default=None, choices=DEVICES,
                     help="device for inputs and candidate (default auto: cuda when present)")
     group.addoption("--equiv-dtype", default=None, metavar="DTYPES",
                     help="comma-separated input dtypes to judge at (default: every dtype)")
-    group.addoption("--equiv-k", default="1", metavar="K[,K...]",
-                    help="the k values the candidate is judged at (default 1)")
-    group.addoption("--equiv-timeout", default="60", metavar="SEC",
-                    help="per-call time-out of a candidate, in seconds (default 60; inf: none)")
-    group.addoption("--equiv-budget", default="full", choices=BUDGETS,
-                    help="quick: a few examples per property (pre-merge gate); full: the profile's counts")
+    group.addoption("--equiv-k", default=None, metavar="K[,K...]",
+                    help="the k values the candidate is judged at (default 1); nothing calls it at another k")
+    group.addoption("--equiv-timeout", default=None, metavar="SEC",
+                    help="per-call time-out of a candidate in its worker, in seconds (default 60; inf: none)")
+    group.addoption("--equiv-budget", default=None, choices=BUDGETS,
+                    help="quick: a few examples per property (pre-merge gate); full (default): the profile's counts")
+    group.addoption("--equiv-require", default=None, metavar="WHAT",
+                    help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
+    group.addoption("--equiv-op", default=None, choices=OPS,
+                    help="the operation judged: draft_topk (default) or verify, a rejection sampler "
+                         "fn(draft_token_ids, draft_probs, target_probs, generator)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
+
+
+def option(config, name: str):
+    """An equiv option's value, its documented default when it was not given."""
+    value = config.getoption(name, None)
+    return DEFAULTS.get(name) if value is None else value
+
+
+def options_given(config) -> list[str]:
+    """The ``--equiv-*`` options of this run that were given (of this plugin and the sweep's)."""
+    return sorted(name for name, value in vars(config.option).items()
+                  if name.startswith("equiv_") and value is not None)
+
+
+def is_equiv_run(config) -> bool:
+    """An ``--equiv-*`` option was given, or one of equiv's suites (a conftest that sets
+    ``EQUIV_SUITE = True``) is loaded or has called ``activate``."""
+    if config.stash.get(_ACTIVE, False) or options_given(config):
+        return True
+    return any(getattr(p, "EQUIV_SUITE", False) for p in config.pluginmanager.get_plugins())
 
 
 def register_profiles() -> None:
@@ -63,14 +108,28 @@ def register_profiles() -> None:
     # note the REPRO line already makes unnecessary. --hypothesis-explain turns it back on.
     phases = [p for p in Phase if p is not Phase.explain]
     common = dict(deadline=None, suppress_health_check=slow_ok, phases=phases)
-    settings.register_profile("dev", max_examples=30, **common)
-    settings.register_profile("ci", max_examples=30, derandomize=True, database=None, print_blob=True,
-                              **common)
-    settings.register_profile("nightly", max_examples=10_000, print_blob=True, **common)
+    settings.register_profile("equiv-dev", max_examples=30, **common)
+    settings.register_profile("equiv-ci", max_examples=30, derandomize=True, database=None,
+                              print_blob=True, **common)
+    settings.register_profile("equiv-nightly", max_examples=10_000, print_blob=True, **common)
 
 
-def _usage(message: str):
-    return pytest.UsageError(message)
+def _load_profile(config) -> None:
+    """Load the profile ``HYPOTHESIS_PROFILE`` names (default equiv-dev), unless one is loaded."""
+    from hypothesis import settings
+
+    register_profiles()
+    wanted = os.environ.get("HYPOTHESIS_PROFILE")
+    if wanted:
+        try:
+            settings.get_profile(wanted)
+        except Exception:
+            raise pytest.UsageError(
+                f"HYPOTHESIS_PROFILE={wanted!r} is not a registered Hypothesis profile: equiv's are "
+                f"{', '.join(PROFILES)}") from None
+    if config.getoption("hypothesis_profile", None) or settings.get_current_profile_name() != "default":
+        return                                   # the caller's or the host's choice stands
+    settings.load_profile(wanted or "equiv-dev")
 
 
 def _validate(config) -> None:
@@ -80,52 +139,65 @@ def _validate(config) -> None:
 
     from equiv.properties.subjects import parse_ks, parse_timeout
 
-    dtypes = config.getoption("equiv_dtype")
     try:
-        parse_ks(config.getoption("equiv_k"), "--equiv-k")
-        timeout = parse_timeout(config.getoption("equiv_timeout"), "--equiv-timeout")
+        parse_ks(option(config, "equiv_k"), "--equiv-k")
+        timeout = parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout")
+        dtypes = option(config, "equiv_dtype")
         if dtypes is not None:
             check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
-        device = config.getoption("equiv_device")
+        required = option(config, "equiv_require")
+        if required is not None:
+            check_choices("--equiv-require", required, REQUIREMENTS)
+        device = option(config, "equiv_device")
         if device == "cuda":
             from equiv.devices import resolve_device
 
             resolve_device("cuda")
-        spec = config.getoption("equiv_candidate")
+        path = option(config, "equiv_report_json")
+        if path:
+            from equiv.atomic import check_outputs
+
+            check_outputs({"--equiv-report-json": path})
+        spec = option(config, "equiv_candidate")
         if spec:                                 # imported in its worker: a usage error here
             from equiv.devices import resolve_device
             from equiv.run import load_check
 
-            load_check(spec, resolve_device(device), timeout)
+            load_check(spec, resolve_device(device), timeout, op=option(config, "equiv_op"))
     except UsageError as exc:
-        raise _usage(str(exc)) from None
+        raise pytest.UsageError(str(exc)) from None
 
 
-@pytest.hookimpl(tryfirst=True)                  # before Hypothesis loads --hypothesis-profile
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped when none is present")
-    try:
-        register_profiles()
-    except ImportError:                          # hypothesis missing: property tests will say so
+def activate(config) -> None:
+    """Make this run an equiv run (idempotent): profiles, marker, option checks, JSON report.
+
+    Called by this plugin when an ``--equiv-*`` option is given, and by the conftest of equiv's
+    own suites when they are collected."""
+    if config.stash.get(_ACTIVE, False):
         return
-    from hypothesis import settings
-
-    profile = os.environ.get("HYPOTHESIS_PROFILE", "dev")
-    if profile not in PROFILES:
-        raise _usage(f"HYPOTHESIS_PROFILE={profile!r} is unknown: choose from {', '.join(PROFILES)}")
-    if not config.getoption("hypothesis_profile", None):
-        settings.load_profile(profile)
+    config.stash[_ACTIVE] = True
+    config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA device; skipped when none is present")
+    config.addinivalue_line("markers", "equiv_op(name): a property of that operation (default draft_topk)")
+    try:
+        _load_profile(config)
+    except ImportError:                          # hypothesis missing: property tests will say so
+        pass
     _validate(config)
-    path = config.getoption("equiv_report_json")
+    path = option(config, "equiv_report_json")
     if path:
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise _usage(f"--equiv-report-json={path!r}: folder {folder!r} does not exist; create it first")
         config.stash[_REPORT_KEY] = JsonReport(config, path)
         config.pluginmanager.register(config.stash[_REPORT_KEY], "equiv-report-json")
 
 
+@pytest.hookimpl(tryfirst=True)                  # before Hypothesis loads --hypothesis-profile
+def pytest_configure(config):
+    if options_given(config):
+        activate(config)
+
+
 def pytest_collection_modifyitems(config, items):
+    if not is_equiv_run(config):
+        return
     try:
         import torch
 
@@ -136,7 +208,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker(GPU_MARKER) is not None:
             item.add_marker(skip)
 
 
@@ -188,14 +260,16 @@ class JsonReport:
             rec["xfail_reason"] = report.wasxfail
 
     def pytest_sessionfinish(self, session, exitstatus):
-        from equiv.atomic import atomic_write
+        from hypothesis import settings
+
+        from equiv.atomic import write_json
 
         tests = list(self.records.values())
         counts: dict = {}
         for t in tests:
             counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
-        options = {name: self.config.getoption(f"equiv_{name}")
-                   for name in ("candidate", "device", "dtype", "k", "budget")}
-        doc = {"exitstatus": int(exitstatus), "profile": os.environ.get("HYPOTHESIS_PROFILE", "dev"),
+        options = {name: option(self.config, f"equiv_{name}")
+                   for name in ("op", "candidate", "device", "dtype", "k", "budget")}
+        doc = {"exitstatus": int(exitstatus), "profile": settings.get_current_profile_name(),
                "options": options, "counts": counts, "tests": tests}
-        atomic_write(self.path, json.dumps(doc, indent=2, default=str) + "\n")
+        write_json(self.path, doc)

@@ -1,120 +1,167 @@
-"""The HTML tolerance report: the tables and PNG plots embedded (one self-contained file).
+"""The HTML tolerance report: one self-contained page rendered from a jinja2 template.
 
-Plots (matplotlib, Agg backend, imported only here):
-- error distribution per path: histogram of each healthy row's largest ULP error, one panel per
-  input dtype, log-scaled (0 ULP rows are drawn at 10**-2);
-- acceptance histograms from ``equiv mtp`` (when MTP results are given): accepted drafts per
-  verify step, one bar group per path, one panel per consumer.
+Plan. ``format_html(report, mtp_results)`` gathers what the page shows and renders
+``equiv/templates/report.html.j2`` (package data) with autoescaping on, so whatever a candidate
+put in an exception message reaches the page as text, never as markup. The page reads top down:
+verdict, provenance, the path x dtype summary, one error histogram per input dtype with its
+tolerance drawn, the failing cases with their REPRO lines, the MTP acceptance histograms (with
+``--mtp-json``), the per-case detail, the tolerance table in force.
+
+Images are PNGs embedded as base64 (the file stands alone) and never wider than ``PAGE_WIDTH_PX``:
+``figure_png`` saves at ``DPI`` and saves again at a lower resolution if a long title or label
+pushed the tight bounding box past the page. Any list the page cuts says how much it left out
+("+N more").
+
+Histograms (matplotlib, Agg backend, imported only when drawing): per input dtype, the largest
+relative error of each healthy row, one step line per path, log x axis, the dtype's ``rtol`` as a
+vertical line. Rows with no error sit at the left edge, rows with a non-finite error at the right
+one; the legend counts both. A row right of the line may still pass: lower ranks get
+``top1_atol x p_top1`` and float16 subnormal outputs ``subnormal_atol`` on top of ``rtol``.
 """
 from __future__ import annotations
 
 import base64
-import html
 import io
+import struct
 
 import numpy as np
 
-
-def _png(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+PAGE_WIDTH_PX = 1400
+DPI = 110
+LIST_LIMIT = 20          # failing cases shown before "+N more"
 
 
-def error_plot(report) -> str:
-    import matplotlib
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or a one-line error saying what to install."""
+    from equiv.errors import MissingDependency
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    try:
+        import matplotlib
 
-    dtypes = sorted({r.dtype for r in report.rows})
-    paths = list(dict.fromkeys(r.path for r in report.rows))
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 3.6), squeeze=False)
-    bins = np.logspace(-2, 13, 61)
-    for ax, dtype in zip(axes[0], dtypes):
-        for path in paths:
-            vals = [u for r in report.rows if r.path == path and r.dtype == dtype for u in r.row_ulp]
-            if vals:
-                v = np.clip(np.asarray(vals, dtype=np.float64), 1e-2, 1e13)
-                ax.hist(v, bins=bins, histtype="step", linewidth=1.6, label=path)
-        ax.set_xscale("log")
-        ax.set_title(f"{dtype} input: largest ULP error per row")
-        ax.set_xlabel("ULP of the output dtype (log)")
-        ax.set_ylabel("rows")
-        ax.legend(fontsize=8)
-    return _png(fig)
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingDependency("plots need matplotlib: pip install matplotlib") from exc
+    return plt
 
 
-def acceptance_plot(mtp_results) -> str | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = [r for r in mtp_results if r.get("histogram")]
-    if not records:
-        return None
-    consumers = list(dict.fromkeys(r["consumer"] for r in records))
-    paths = list(dict.fromkeys(r["path"] for r in records))
-    fig, axes = plt.subplots(1, len(consumers), figsize=(4.5 * len(consumers), 3.4), squeeze=False)
-    width = 0.8 / max(len(paths), 1)
-    for ax, consumer in zip(axes[0], consumers):
-        for i, path in enumerate(paths):
-            rec = next((r for r in records if r["path"] == path and r["consumer"] == consumer), None)
-            if rec is None:
-                continue
-            h = np.asarray(rec["histogram"], dtype=np.float64)
-            h = h / h.sum() if h.sum() else h
-            ax.bar(np.arange(h.size) + i * width, h, width=width, label=path)
-        ax.set_title(f"{consumer}: accepted drafts per verify")
-        ax.set_xlabel("accepted drafts")
-        ax.set_ylabel("fraction of verify steps")
-        ax.legend(fontsize=7)
-    return _png(fig)
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) in pixels, from a PNG's IHDR chunk."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    return struct.unpack(">II", data[16:24])
 
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:nth-child(-n+3),th{text-align:left}tr.fail td{background:#fde2e2}tr.pass td:last-child{color:#176c2e}
-h1{font-size:22px}h2{font-size:17px;margin-top:1.6em}code{background:#f3f3f3;padding:1px 4px}"""
+def figure_png(fig, max_width: int = PAGE_WIDTH_PX) -> bytes:
+    """The figure as PNG bytes no wider than ``max_width`` pixels; closes the figure."""
+    plt = pyplot()
+    dpi = DPI
+    try:
+        for _ in range(5):
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+            data = buf.getvalue()
+            width = png_size(data)[0]
+            if width <= max_width:
+                return data
+            dpi = int(dpi * 0.97 * max_width / width)   # text does not shrink quite linearly
+        raise RuntimeError(f"figure is {width} px wide after 5 tries at fitting {max_width} px")
+    finally:
+        plt.close(fig)
+
+
+def short_label(name: str, limit: int = 36) -> str:
+    """A legend label no longer than ``limit``: a long candidate spec keeps its end (file:function)."""
+    return name if len(name) <= limit else "..." + name[-(limit - 3):]
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def error_histogram(report, dtype: str) -> bytes:
+    """PNG of ``error_figure``."""
+    return figure_png(error_figure(report, dtype))
+
+
+def error_figure(report, dtype: str):
+    """The largest relative error of each healthy row in ``dtype``, one line per path, and rtol."""
+    from equiv.tolerance import TOLERANCES
+
+    plt = pyplot()
+    rtol = TOLERANCES[dtype].rtol
+    series = {}
+    for r in report.rows:
+        if r.dtype == dtype:
+            series.setdefault(r.path, []).extend(r.row_rel_err)
+    finite = np.asarray([v for vals in series.values() for v in vals if 0 < v < np.inf])
+    lo = min(finite.min() if finite.size else rtol, rtol) / 10
+    hi = max(finite.max() if finite.size else rtol, rtol) * 10
+    bins = np.logspace(np.log10(lo), np.log10(hi), 56)
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    for path, vals in series.items():
+        v = np.asarray(vals, dtype=np.float64)
+        zeros, off = int((v == 0).sum()), int((~np.isfinite(v)).sum())
+        extra = ", ".join(s for s in (f"{zeros} exact" if zeros else "",
+                                      f"{off} non-finite" if off else "") if s)
+        label = short_label(path) + (f" ({v.size} rows{', ' + extra if extra else ''})" if v.size
+                                     else " (no row measured)")
+        ax.hist(np.clip(np.nan_to_num(v, nan=hi, posinf=hi), lo, hi), bins=bins, histtype="step",
+                linewidth=1.6, label=label)
+    ax.axvline(rtol, color="crimson", linestyle="--", linewidth=1.4, label=f"rtol {rtol:.3g} (allowed)")
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_title(f"{dtype} input: largest relative error per healthy row "
+                 f"(V = {report.vocab}, k = {report.k})", fontsize=10)
+    ax.set_xlabel("relative error of topk_p against the exact probability (log); "
+                  "exact rows at the left edge")
+    ax.set_ylabel("rows")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig
+
+
+def cut(items, limit: int = LIST_LIMIT) -> tuple[list, int]:
+    """The first ``limit`` items and how many were left out."""
+    items = list(items)
+    return items[:limit], max(len(items) - limit, 0)
+
+
+def _environment():
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    return Environment(loader=PackageLoader("equiv", "templates"), autoescape=True,
+                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def format_html(report, mtp_results=None) -> str:
-    from equiv.report import _HEAD, _cells, _tight_line
+    from equiv.report import (
+        DETAIL_HEAD,
+        SUMMARY_HEAD,
+        detail_cells,
+        required,
+        summary_cells,
+        tight_line,
+    )
     from equiv.tolerance import TOLERANCES
 
-    esc = html.escape
-    rows = "\n".join(
-        f'<tr class="{"pass" if r.passed else "fail"}">' + "".join(f"<td>{esc(c)}</td>" for c in _cells(r))
-        + "</tr>" for r in report.rows)
-    tol_rows = "\n".join(f"<tr><td>{d}</td><td>{t.rtol:.3g}</td><td>{t.top1_atol:.3g}</td>"
-                         f"<td>{t.subnormal_atol:.3g}</td></tr>" for d, t in TOLERANCES.items())
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>equiv tolerance report</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>equiv tolerance report</h1>",
-        f"<p>V = {report.vocab}, {report.batch} rows per case, k = {report.k}, seed {report.seed}, "
-        f"device <code>{esc(report.device)}</code>. {esc(_tight_line(report))}.</p>",
-        "<h2>Paths x dtypes x input families</h2>",
-        "<table><tr>" + "".join(f"<th>{h}</th>" for h in _HEAD) + "</tr>", rows, "</table>",
-        "<h2>Tolerance table in force</h2>",
-        "<table><tr><th>input dtype</th><th>rtol</th><th>top1_atol</th><th>subnormal_atol</th></tr>",
-        tol_rows, "</table>",
-        "<h2>Error distribution per path</h2>",
-        f"<img alt='error distribution' src='data:image/png;base64,{error_plot(report)}'>",
-    ]
+    dtypes = list(dict.fromkeys(r.dtype for r in report.rows))
+    families, more_families = cut(dict.fromkeys(r.family for r in report.rows))
+    failures, more_failures = cut(report.failures)
+    mtp = None
     if mtp_results:
-        img = acceptance_plot(mtp_results)
-        if img:
-            parts += ["<h2>MTP acceptance histograms</h2>",
-                      f"<img alt='acceptance histograms' src='data:image/png;base64,{img}'>"]
-    failing = [r for r in report.rows if not r.passed]
-    if failing:
-        parts.append("<h2>Replay a failure</h2><ul>")
-        parts += [f"<li><code>{esc(r.repro)}</code></li>" for r in failing[:20]]
-        parts.append("</ul>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        from equiv.mtp.report import acceptance_png, record_cells, RECORD_HEAD
+
+        png = acceptance_png(mtp_results)
+        mtp = {"image": b64(png) if png else None, "head": RECORD_HEAD,
+               "rows": [record_cells(r) for r in mtp_results]}
+    page = _environment().get_template("report.html.j2").render(
+        report=report, passed=report.passed,
+        failing_required=[s for s in report.summary if s.required and not s.passed],
+        families=families, more_families=more_families,
+        provenance=report.provenance.items() if report.provenance else [],
+        summary_head=SUMMARY_HEAD, summary=[(s, summary_cells(s)) for s in report.summary],
+        histograms=[(d, TOLERANCES[d].rtol, b64(error_histogram(report, d))) for d in dtypes],
+        failures=[(r, required(r.path)) for r in failures], more_failures=more_failures,
+        detail_head=DETAIL_HEAD, detail=[(r, detail_cells(r)) for r in report.rows],
+        tight_line=tight_line(report), tolerances=list(TOLERANCES.values()), mtp=mtp)
+    return page if page.endswith("\n") else page + "\n"

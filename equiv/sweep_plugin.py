@@ -1,7 +1,10 @@
 """pytest plugin for nightly sweeps over every GPU of a host with pytest-xdist.
 
-Registered through the ``pytest11`` entry point ``equiv_sweep``; inert unless xdist runs or an
-option below is given.
+Registered through the ``pytest11`` entry point ``equiv_sweep``; inert unless the run is an equiv
+run (``equiv.plugin.is_equiv_run``: equiv's suite collected or an ``--equiv-*`` option given), so
+a host project's ``-n auto`` and its workers' ``CUDA_VISIBLE_DEVICES`` are left alone. The xdist
+hook is an optional hook: without pytest-xdist installed, pytest runs as if this plugin were not
+there.
 
 - ``-n auto`` means one worker per visible GPU (``pytest_xdist_auto_num_workers``); with no GPU,
   one worker per CPU core. Each worker is pinned to one GPU: the controller counts the GPUs once
@@ -20,10 +23,11 @@ option below is given.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
+
+import pytest
 
 _GPU_ENV = "EQUIV_SWEEP_GPUS"
 _STATS_KEY = "_hypothesis_stats"
@@ -34,8 +38,8 @@ _EXAMPLES = re.compile(r"(\d+) passing(?: examples)?, (\d+) failing(?: examples)
 
 def pytest_addoption(parser):
     group = parser.getgroup("equiv", "equiv: numerical-equivalence property suite")
-    group.addoption("--equiv-shards", type=int, default=1, metavar="S",
-                    help="run each Hypothesis test S times as separate items (balances xdist workers)")
+    group.addoption("--equiv-shards", type=int, default=None, metavar="S",
+                    help="run each Hypothesis test S times as separate items (balances xdist workers; default 1)")
     group.addoption("--equiv-sweep-json", default=None, metavar="FILE",
                     help="write per-worker throughput and balance of this run as JSON")
 
@@ -49,17 +53,34 @@ def _gpu_count() -> int:
         return 0
 
 
+@pytest.hookimpl(optionalhook=True)              # a hook of pytest-xdist, which may be absent
 def pytest_xdist_auto_num_workers(config):
+    from equiv.plugin import is_equiv_run
+
+    if not is_equiv_run(config):
+        return None                              # xdist's own rule decides
     n = _gpu_count()
     return n if n > 0 else (os.cpu_count() or 1)
 
 
 def pytest_configure(config):
+    from equiv.plugin import is_equiv_run
+
+    if not is_equiv_run(config):
+        return
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         if getattr(config.option, "numprocesses", None):
             os.environ[_GPU_ENV] = str(_gpu_count())   # inherited by the workers xdist starts
-        if config.getoption("equiv_sweep_json", None):
+        path = config.getoption("equiv_sweep_json", None)
+        if path:
+            from equiv.atomic import check_outputs
+            from equiv.errors import UsageError
+
+            try:
+                check_outputs({"--equiv-sweep-json": path})
+            except UsageError as exc:
+                raise pytest.UsageError(str(exc)) from None
             config.pluginmanager.register(_SweepRecorder(config), "equiv-sweep-recorder")
         return
     n_gpus = int(os.environ.get(_GPU_ENV, "0") or 0)
@@ -71,7 +92,7 @@ def pytest_configure(config):
 
 
 def pytest_generate_tests(metafunc):
-    shards = metafunc.config.getoption("equiv_shards", 1) or 1
+    shards = metafunc.config.getoption("equiv_shards", None) or 1
     if shards > 1 and hasattr(metafunc.function, "hypothesis"):
         metafunc.fixturenames.append("equiv_shard")
         metafunc.parametrize("equiv_shard", range(shards), ids=lambda s: f"shard{s}")
@@ -109,7 +130,7 @@ class _SweepRecorder:
             w["examples"] += count_examples(report.__dict__.get(_STATS_KEY, ""))
 
     def pytest_sessionfinish(self, session):
-        from equiv.atomic import atomic_write
+        from equiv.atomic import write_json
 
         wall = time.perf_counter() - self.start
         busy = [w["busy_s"] for w in self.workers.values() if w["items"]]
@@ -123,4 +144,4 @@ class _SweepRecorder:
             "examples_per_s": round(examples / wall, 2) if wall > 0 else None,
             "balance_slowest_over_fastest": round(max(busy) / min(busy), 3) if busy and min(busy) > 0 else None,
         }
-        atomic_write(self.config.getoption("equiv_sweep_json"), json.dumps(record, indent=2) + "\n")
+        write_json(self.config.getoption("equiv_sweep_json"), record)

@@ -1,5 +1,9 @@
 """Wiring of the property suite into pytest.
 
+- Collecting this suite makes the run an equiv run (``EQUIV_SUITE``; ``equiv.plugin.activate``):
+  the ``equiv-*`` Hypothesis profiles are registered (at import, so ``--hypothesis-profile
+  equiv-ci`` finds them) and loaded, the ``equiv_gpu`` marker exists, the options are checked.
+
 - ``subject``: every property test is parametrized over the subjects of ``equiv.properties.subjects``
   (the ``--equiv-candidate`` alone, or every built-in path read at collection time).
 - ``suite``: the ``equiv.properties.runner.Suite`` of one test; it skips, with the reason, a subject
@@ -16,7 +20,11 @@ import re
 
 import pytest
 
+from equiv.plugin import activate, option, register_profiles
 from equiv.properties.known_failures import KNOWN_FAILURES
+
+EQUIV_SUITE = True
+register_profiles()
 
 PROPERTY_ORDER = ("equivalence", "poisoned_batches", "raw_arrays", "adversarial_fixtures",
                   "repeated_calls", "bounds", "row_independence", "poison_never_leaks",
@@ -38,7 +46,14 @@ def _test_id(subject) -> str:
     return re.sub(r"[^A-Za-z0-9_.:-]", "_", subject.test_id)
 
 
+def op_of(item) -> str:
+    marker = item.get_closest_marker("equiv_op")
+    return marker.args[0] if marker else "draft_topk"
+
+
 def pytest_generate_tests(metafunc):
+    if option(metafunc.config, "equiv_op") != "draft_topk":
+        return                                   # the draft properties are deselected below
     if "subject" in metafunc.fixturenames:
         _, subjects = _options(metafunc.config)
         metafunc.parametrize("subject", subjects, ids=[_test_id(s) for s in subjects])
@@ -62,11 +77,18 @@ def property_of(item) -> str | None:
     return getattr(item, "originalname", item.name).removeprefix("test_")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    activate(config)
     config.addinivalue_line("markers", "own_k: the test chooses its own k (the suite fixture does not skip on k)")
 
 
 def pytest_collection_modifyitems(config, items):
+    op = option(config, "equiv_op")
+    other = [item for item in items if op_of(item) != op]
+    if other:                                    # --equiv-op picks one operation's properties
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if op_of(item) == op]
     slots = [i for i, item in enumerate(items) if property_of(item) is not None]
     order = {name: n for n, name in enumerate(PROPERTY_ORDER)}
     ordered = sorted((items[i] for i in slots), key=lambda it: order.get(property_of(it), len(order)))

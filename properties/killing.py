@@ -3,7 +3,7 @@
 Plan
 ----
 - ``run_suite(spec, k=...)`` runs ``pytest <properties> --equiv-candidate SPEC -x`` inside this
-  process (no interpreter start-up, torch already imported) under the ``ci`` profile, with
+  process (no interpreter start-up, torch already imported) under the ``equiv-ci`` profile, with
   ``--equiv-report-json``, and returns the parsed report. ``-x`` stops at the first failing
   property: properties run broad-and-cheap first (``conftest.PROPERTY_ORDER``), so a mutant
   costs the properties it survives plus the one that kills it, shrinking included.
@@ -51,7 +51,7 @@ def properties_dir() -> str:
     return os.path.dirname(os.path.abspath(properties.__file__))
 
 
-def run_suite(spec: str | None, *, k: int = 1, device: str = "cpu", budget: str = "full", profile: str = "ci",
+def run_suite(spec: str | None, *, k: int = 1, device: str = "cpu", budget: str = "full", profile: str = "equiv-ci",
               stop_at_first: bool = True, extra=(), quiet: bool = True) -> dict:
     """The ``--equiv-report-json`` document of one in-process run of the suite on ``spec``
     (``None``: the built-in paths, with the known-failure ledger)."""

@@ -37,7 +37,7 @@ class KnownFailure:
         return out
 
 
-_ONE = "hardcoded_one returns topk_p = 1.0 (the probability of a one-hot draft, DESIGN.md)"
+_ONE = "hardcoded_one returns topk_p = 1.0 (the probability of a one-hot draft: README, 'The paths')"
 
 KNOWN_FAILURES: dict[tuple[str, str], KnownFailure] = {
     ("hardcoded_one", "equivalence"): KnownFailure(
@@ -51,10 +51,4 @@ KNOWN_FAILURES: dict[tuple[str, str], KnownFailure] = {
         {"logits": [[float("nan")]], "dtype": "float32"}),
     ("hardcoded_one", "adversarial_fixtures"): KnownFailure(
         _ONE + ": every fixture with a non-trivial row fails the value or poisoning check"),
-    ("softmax_topk", "topk_ordering"): KnownFailure(
-        "ranks whose probability underflows the output format (float16 output under 6e-8; float32 "
-        "under 1.4e-45 at large scales) all round to 0.0 and torch.topk returns any of them, while "
-        "equiv.compare's tie set is rtol-only (no absolute term for the output format's "
-        "resolution), so the index check fails at k > 1. Goes when compare widens the tie set",
-        {"recipe": "ties_max:seed=168,batch=1,vocab=33,dtype=float16,scale=16.0", "k": 4}),
 }

@@ -117,6 +117,14 @@ class Suite:
     def dtypes(self) -> tuple:
         return self.opts.dtypes
 
+    def coverage_recipes(self):
+        """The shapes every run judges (``strategies.coverage_recipes``) within this subject's budget."""
+        from equiv.properties import strategies
+
+        b = self.subject.budget
+        return strategies.coverage_recipes(self.dtypes, max_vocab=b.max_vocab, max_batch=b.max_batch,
+                                           min_vocab=self.k)
+
     def recipes(self, families, **kwargs):
         from equiv.properties import strategies
 

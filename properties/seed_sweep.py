@@ -14,7 +14,6 @@ prints one line per failure and a summary per path, and exits 1 if any false pos
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -47,7 +46,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--budget", default="full", choices=("quick", "full"))
-    parser.add_argument("--profile", default="ci", choices=("dev", "ci", "nightly"))
+    parser.add_argument("--profile", default="equiv-ci", choices=("equiv-dev", "equiv-ci", "equiv-nightly"))
     parser.add_argument("--json", default=None, metavar="FILE")
     args = parser.parse_args(argv)
     if args.seeds < 1:
@@ -59,8 +58,9 @@ def main(argv=None) -> int:
         print(f"{r['path']}: {len(r['false_positives'])} false positives in {r['seeds']} seeds "
               f"({r['examples']} examples, {r['budget']} budget, {r['profile']} profile, {r['duration_s']} s)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+        from equiv.atomic import write_json
+
+        write_json(args.json, results)
     return 1 if any(r["false_positives"] for r in results) else 0
 
 

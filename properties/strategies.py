@@ -6,11 +6,19 @@ Plan
   family's own knobs. Every choice shrinks toward the simplest case (family ``gaussian``, V = 1,
   one row, the first dtype asked for, seed 0, scale 1, no shift, two ties, no padding), so a
   failure at V = 129280 ends as the smallest recipe that still fails. V comes from the sizes that
-  straddle tile edges (``VOCABS``) up to the real vocabulary 129280; knobs a family ignores are
+  straddle tile edges (``VOCABS``) up to the real vocabulary 129280; B from 1..6 or the
+  power-of-two edges of ``equiv.coverage`` up to 1024 (7-9, 31-33, ..., 255-257, 1024), capped
+  so that B x V stays under ``max_elements`` (large B comes with small V). Shifts reach the
+  dtype's range (``HUGE_SHIFTS``: 1e30 and -3e38 in float32 and bfloat16, +-32768 in float16),
+  where a reference that folds ``max + log(sum)`` loses the sum. Knobs a family ignores are
   not drawn, so shrunk recipes print only what matters.
 - ``raw_logits(...)`` draws ``[B, V]`` float32 arrays element by element (V <= 40) from a mix of
-  ordinary values, specials (-inf, +inf, NaN, -0.0, subnormals, float32 max, exp's overflow and
-  underflow thresholds) and the whole float32 range: shrinking reaches single values.
+  ordinary values, specials (-inf, +inf, NaN, -0.0, subnormals, each dtype's max, exp's overflow
+  and underflow thresholds), float16's range and the whole range of the widest dtype asked
+  (``MAX_RAW_MAGNITUDE``): shrinking reaches single values. Values beyond a narrower dtype's
+  max become +-inf when the array is cast into it, as they would in an engine.
+- ``coverage_recipes(dtypes)``: the large shapes the equivalence property judges after its drawn
+  examples (``COVERAGE_SHAPES``), so no budget or seed skips them.
 - ``exact_shifts(dtype)`` and ``permutations()`` draw the follow-up inputs of the metamorphic
   relations (see ``equiv.properties.relations``).
 Costs are bounded by ``max_elements`` (B * V): a full-size example is a few rows.
@@ -23,26 +31,33 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from equiv.coverage import EDGE_BATCHES
 from equiv.inputs import DTYPES, FAMILIES
 
 VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280)
-BATCHES = (7, 9, 17, 33)                 # beyond 1..6: odd sizes, never a power of two
+# 1..6, then the power-of-two edges up to 1024 (and 17): one ordered list, so that a failing
+# batch shrinks through every smaller size toward 1.
+BATCHES = tuple(sorted(set(range(1, 7)) | set(EDGE_BATCHES) | {17}))
 SCALES = (1.0, 0.5, 2.0, 4.0, 8.0, 16.0, 0.125, 30.0)
 SHIFTS = (0.0, -30.0, 8.0, -1000.0, 100.0)
+# Shifts at the dtype's range, kept so that every family's row stays finite: float16's "huge"
+# family lifts by up to 3e4 and "row_offsets" by 3e3, so 32768 + 33000 + noise < 65504.
+HUGE_SHIFTS = {"float32": (1e30, -3e38), "bfloat16": (1e30, -3e38), "float16": (32768.0, -32768.0)}
 PADS = (0, 1, 7, 129)
 POSITIONS = ("random", "first", "last", "tail")   # "random" first: the Recipe default
-MAX_ELEMENTS = 2 ** 19                   # B * V of one example: 4 rows at V = 129280
+MAX_ELEMENTS = 2 ** 20                   # B * V of one example: 8 rows at V = 129280, 1024 at 1023
 
 _USES_TIES = ("ties_max", "near_ties")
 _USES_SPECIALS = ("neginf_pad", "poison_mix")
 
-# Finite raw values stay within 2**30: reference/softmax_topk.py computes p = exp(x - lse) with
-# lse = m + log(sum), and for |m| above ~1e11 the float64 rounding of m swallows log(sum) (rows
-# [2**41, 2**41] get p = 0.49989, [3.4e38, 3.4e38] get p = 1.0; the truth is 0.5). Until the
-# reference keeps (x - m) - log(sum) apart, larger magnitudes would fail every correct path.
-MAX_RAW_MAGNITUDE = 2.0 ** 30
+# Raw values reach each dtype's largest finite value: the reference is exact at every finite
+# value of the dtype (p = exp((x - m) - log(sum)), tested against mpmath up to these maxima).
+MAX_RAW_MAGNITUDE = {"float32": 3.4028234663852886e38, "bfloat16": 3.3895313892515355e38,
+                     "float16": 65504.0}
 SPECIAL_VALUES = (-math.inf, math.inf, math.nan, -0.0, 1e-45, -1e-45, 1.1754944e-38,
-                  MAX_RAW_MAGNITUDE, -MAX_RAW_MAGNITUDE, 88.72284, -103.97208, 65504.0, 1e4, -1e4)
+                  3.4028234663852886e38, -3.4028234663852886e38, 3.3895313892515355e38,
+                  -3.3895313892515355e38, 1e30, -1e30, 88.72284, -103.97208, 65504.0, -65504.0,
+                  1e4, -1e4)
 
 
 def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
@@ -52,22 +67,24 @@ def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
 
 @st.composite
 def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, min_vocab: int = 1,
-            max_batch: int = 33, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
-            pad: bool = True):
-    """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case."""
+            max_batch: int = 1024, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
+            pad: bool = True, huge_shifts: bool = True):
+    """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
+    (``huge_shifts=False``: no shift at the dtype's range, for relations that clip to a grid)."""
     from equiv.inputs import Recipe
 
     family = draw(st.sampled_from(tuple(families)))
     vocab = draw(vocabs(max_vocab, min_vocab))
     cap = max(min_batch, min(max_batch, max_elements // vocab))
-    batch = min(draw(st.integers(min_batch, 6) | st.sampled_from(BATCHES)), cap)
+    batch = min(draw(st.sampled_from([b for b in BATCHES if b >= min_batch] or [min_batch])), cap)
     knobs = {"dtype": draw(st.sampled_from(tuple(dtypes))),
              "seed": draw(st.integers(0, 2 ** 31 - 1)),
              "scale": draw(st.sampled_from(SCALES))}
     # Every knob is drawn for every family, so that examples of all families have the same
     # shape: Hypothesis orders examples by length first, and a family that drew fewer knobs
     # would look "simpler" than gaussian and stop the shrinker. Unused knobs keep the default.
-    drawn = {"shift": draw(st.sampled_from(SHIFTS)),
+    shifts = SHIFTS + (HUGE_SHIFTS[knobs["dtype"]] if huge_shifts else ())
+    drawn = {"shift": draw(st.sampled_from(shifts)),
              "ties": min(draw(st.integers(2, 9) | st.sampled_from((33, 1025))), max(vocab, 2)),
              "position": draw(st.sampled_from(POSITIONS)),
              "specials": draw(st.integers(0, 6)),
@@ -80,17 +97,40 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
     return Recipe(family=family, vocab=vocab, batch=batch, **knobs)
 
 
-def elements(nonfinite: bool = True):
-    """float32 values: ordinary ones first (they shrink to 0.0), then specials, then anything."""
-    specials = [v for v in SPECIAL_VALUES if nonfinite or math.isfinite(v)]
+# Shapes every run of the equivalence property judges, whatever the budget and the seed
+# (random draws at the quick budget's few examples may miss them): 1024 rows, 65 rows (odd rows
+# past 64) at a mid vocabulary, and 8 padded rows of the real vocabulary (B > 4 at V > 32000).
+COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian", 8, 129280, 7))
+
+
+def coverage_recipes(dtypes, *, max_vocab: int = 129280, max_batch: int = 1024, min_vocab: int = 1):
+    """``COVERAGE_SHAPES`` in every dtype, capped by the subject's budget (list of ``Recipe``)."""
+    from equiv.inputs import Recipe
+
+    out = []
+    for family, batch, vocab, pad in COVERAGE_SHAPES:
+        vocab = max(min(vocab, max_vocab), min_vocab)
+        batch = max(1, min(batch, max_batch, MAX_ELEMENTS // vocab))
+        out += [Recipe(family=family, batch=batch, vocab=vocab, dtype=d, pad=pad) for d in dtypes]
+    return out
+
+
+def elements(nonfinite: bool = True, dtypes=("float32",)):
+    """float32 values: ordinary ones first (they shrink to 0.0), then specials, then float16's
+    range, then anything up to the largest max of ``dtypes``."""
+    top = max(MAX_RAW_MAGNITUDE[d] for d in dtypes)
+    specials = [v for v in SPECIAL_VALUES if (nonfinite or math.isfinite(v))
+                and not (math.isfinite(v) and abs(v) > top)]
     return st.one_of(st.floats(-20, 20, width=32), st.sampled_from(specials),
-                     st.floats(-MAX_RAW_MAGNITUDE, MAX_RAW_MAGNITUDE, width=32, allow_subnormal=True))
+                     st.floats(-65504.0, 65504.0, width=32),
+                     st.floats(-top, top, width=32, allow_subnormal=True))
 
 
-def raw_logits(*, max_vocab: int = 40, min_vocab: int = 1, max_batch: int = 4, nonfinite: bool = True):
-    """``[B, V]`` float32 arrays drawn element by element (small V only)."""
+def raw_logits(*, max_vocab: int = 40, min_vocab: int = 1, max_batch: int = 4, nonfinite: bool = True,
+               dtypes=("float32",)):
+    """``[B, V]`` float32 arrays drawn element by element (small V only), for inputs of ``dtypes``."""
     shape = st.tuples(st.integers(1, max_batch), st.integers(min_vocab, max(min_vocab, max_vocab)))
-    return hnp.arrays(np.float32, shape, elements=elements(nonfinite))
+    return hnp.arrays(np.float32, shape, elements=elements(nonfinite, dtypes))
 
 
 # Exact shifts: on a grid of spacing ``g`` with |x| <= x_max and |c| <= c_max, x + c is exact in

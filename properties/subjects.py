@@ -25,7 +25,7 @@ class Budget:
     """How much of the input space a subject gets: V and B caps and a share of the examples."""
 
     max_vocab: int = 129280
-    max_batch: int = 33
+    max_batch: int = 1024
     example_factor: float = 1.0
 
 
@@ -96,15 +96,16 @@ _ALL_DTYPES = ("float32", "bfloat16", "float16")
 
 def options_from(config) -> Options:
     from equiv.devices import resolve_device
+    from equiv.plugin import option
     from equiv.validation import check_choices
 
-    dtypes = config.getoption("equiv_dtype")
-    return Options(candidate=config.getoption("equiv_candidate"),
-                   device=resolve_device(config.getoption("equiv_device")),
+    dtypes = option(config, "equiv_dtype")
+    return Options(candidate=option(config, "equiv_candidate"),
+                   device=resolve_device(option(config, "equiv_device")),
                    dtypes=tuple(check_choices("--equiv-dtype", dtypes, _ALL_DTYPES)) if dtypes else _ALL_DTYPES,
-                   ks=parse_ks(config.getoption("equiv_k")),
-                   budget=config.getoption("equiv_budget"),
-                   timeout=parse_timeout(config.getoption("equiv_timeout")))
+                   ks=parse_ks(option(config, "equiv_k"), "--equiv-k"),
+                   budget=option(config, "equiv_budget"),
+                   timeout=parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout"))
 
 
 def parse_ks(text, name: str = "k") -> tuple:

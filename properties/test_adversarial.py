@@ -36,6 +36,9 @@ def test_adversarial_fixtures(subject, suite):
     judged, left_out = 0, []
     for case in cases:
         k = max(case["k"], suite.k)
+        if subject.explicit and case["k"] > suite.k:   # never call a candidate at a k not asked
+            left_out.append(f"{case['name']} (needs k >= {case['k']})")
+            continue
         if not subject.supports_k(k):
             left_out.append(case["name"])
             continue

@@ -53,7 +53,7 @@ def _ordering_k(suite, subject):
                     f"--equiv-k {suite.k}")
     if suite.k > 1:
         return st.just(suite.k)
-    if subject.explicit and not subject.builtin:
+    if subject.explicit:                         # judged at the k asked, and only there
         pytest.skip("this run judges the candidate at k = 1; ordering needs --equiv-k >= 2")
     if not subject.supports_k(2):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k} only")
@@ -115,6 +115,8 @@ def argument_problems(fn, device: str, max_k: int | None) -> tuple[list[str], in
 def test_builtin_argument_errors(subject, suite):
     if not subject.builtin:
         pytest.skip("a candidate is judged on valid inputs only (k in [1, V], B >= 1)")
+    if not subject.supports_k(subject.k):
+        pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at k = {subject.k}")
     problems, calls = argument_problems(subject.fn, suite.device, subject.max_k)
     suite.request.node.user_properties.append(("equiv_examples", calls))
     if problems:

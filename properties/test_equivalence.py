@@ -6,7 +6,10 @@ Test plan
   Zipf, dominant token, near-uniform, exact ties at the max, 1-ULP near-ties, -inf padding,
   huge magnitudes, subnormals, bfloat16-quantized, rows at very different heights), V from the
   tile edges up to 129280, B not a power of two, non-contiguous rows (``pad``), every dtype of
-  the run. All five checks of ``compare`` must pass: contract, index in the tie set, value
+  the run; then, whatever the budget and the seed, the coverage shapes of
+  ``strategies.COVERAGE_SHAPES`` (1024 rows, 65 rows, 8 padded rows at V = 129280) as plain
+  calls, so that a bug everywhere still ends as a shrunk small case and a bug only at large
+  shapes fails on one of them. All five checks of ``compare`` must pass: contract, index in the tie set, value
   within the tolerance table, poisoning, and the regression rule against ``softmax_topk``.
 - ``poisoned_batches``: ``poison_mix`` batches (NaN, +inf, two +inf, all -inf rows among healthy
   ones): poisoned rows give NaN (or the 1.0 limit for one +inf), healthy rows stay correct.
@@ -33,6 +36,8 @@ def test_equivalence(subject, suite):
         suite.expect_equivalent(suite.build(recipe), recipe=recipe, what=f"recipe {recipe}")
 
     suite.run(equivalence, weight=1.0, recipe=suite.recipes(EQUIVALENCE_FAMILIES))
+    for recipe in suite.coverage_recipes():      # after the drawn examples: a bug everywhere shrinks
+        equivalence(recipe)
 
 
 def test_poisoned_batches(subject, suite):
@@ -49,5 +54,5 @@ def test_raw_arrays(subject, suite):
         x = suite.tensor(logits, dtype)
         suite.expect_equivalent(x, raw=logits, what="the raw array")
 
-    suite.run(raw_arrays, weight=2.0, logits=raw_logits(max_vocab=vocab, min_vocab=suite.k),
+    suite.run(raw_arrays, weight=2.0, logits=raw_logits(max_vocab=vocab, min_vocab=suite.k, dtypes=suite.dtypes),
               dtype=st.sampled_from(suite.dtypes))

@@ -84,7 +84,9 @@ def test_shift_invariance(subject, suite):
         _expect(suite, rel.disagreement(a, b, rel.reference_of(x, suite.k), suite.tolerance(recipe.dtype)),
                 f"recipe {recipe} snapped to the exact grid, shift c={c}: f(x + c) differs from f(x)")
 
-    cases = suite.recipes(FAMILIES).flatmap(lambda r: st.tuples(st.just(r), exact_shifts(r.dtype)))
+    # snap clips to the exact grid (|x| <= 4096 in float32): a huge shift would only clip the row flat
+    cases = suite.recipes(FAMILIES, huge_shifts=False).flatmap(
+        lambda r: st.tuples(st.just(r), exact_shifts(r.dtype)))
     suite.run(shift_invariance, weight=0.5, recipe_and_shift=cases)
 
 

@@ -3,7 +3,7 @@
 Plan: without a GPU the command must say so in one line and exit 2 (checked as a subprocess,
 as CI runs it); bad arguments exit 2 before any GPU work; the table, JSON and PNG writers are
 checked on a hand-made result (the JSON must read back equal, no temporary file may be left);
-on a GPU (marker ``gpu``) a small run must time every path at every point, with per-call
+on a GPU (marker ``equiv_gpu``) a small run must time every path at every point, with per-call
 times that are positive and a ceiling in a plausible range.
 """
 import json
@@ -12,9 +12,11 @@ import subprocess
 import sys
 
 import pytest
+
+import equiv
 import torch
 
-from equiv.bench import BenchResult, BenchRow, run_bench, write_json, write_plot
+from equiv.bench import BenchResult, BenchRow, SizedCeiling, run_bench, write_json, write_plot
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -44,29 +46,47 @@ def test_usage_errors_exit_2(args, needle):
 
 
 def _result():
-    rows = tuple(BenchRow(p, "bfloat16", 1, b, 1000, us, 2000.0 / us, 50.0 / us, 4, 3, s)
+    rows = tuple(BenchRow(p, "bfloat16", 1, b, 1000, us, 2000.0 / us, 50.0 / us, 4, 3, s, 90.0)
                  for p, us, s in (("softmax_topk", 10.0, 1.0), ("fused_triton", 2.0, 5.0))
                  for b in (1, 8))
-    return BenchResult("Fake GPU", 132, 60 * 2 ** 20, 4000.0, "made up", rows)
+    sized = tuple(SizedCeiling("bfloat16", b, 1000, 3.0, 1.8) for b in (1, 8))
+    return BenchResult("Fake GPU", 132, 60 * 2 ** 20, 4000.0, "made up", rows, sized)
 
 
-def test_table_has_one_line_per_row():
+def test_table_has_one_line_per_row_and_the_size_matched_ceiling():
     table = _result().table()
-    assert "| bfloat16 | 1 | fused_triton | 8 | 2.0 | 1000 | 25 | 5.0 |" in table
-    assert table.count("\n| bfloat16") == 4 and "read ceiling 4000 GB/s" in table
+    assert "| bfloat16 | 1 | fused_triton | 8 | 2.0 | 1000 | 25 | 90 | 5.0 |" in table
+    assert sum(ln.startswith("| bfloat16 | 1 | ") and "_" in ln for ln in table.splitlines()) == 4
+    assert "read ceiling 4000 GB/s" in table
+    assert "| bfloat16 | 8 | 3.0 | 1.8 | 1.8 | 9 | 0 |" in table      # 16 KB in 1.8 us
+    assert SizedCeiling("float32", 1, 10, 2.0, None).source == "torch"
+
+
+def test_read_sum_kernel_sums_every_row_in_the_interpreter():
+    from equiv.paths.fused_triton import _kernels
+
+    _kernels(interpret=True)                      # TRITON_INTERPRET before the kernel module
+    from equiv.kernels import read_sum as rs
+
+    x = torch.randn(5, 70000, dtype=torch.float64)
+    got = rs.read_sum(x.float())
+    assert torch.allclose(got.double(), x.float().double().sum(-1), rtol=0, atol=1e-2)
+    assert got.shape == (5,) and got.dtype == torch.float32
+    x[2, 69999] += 1000.0                         # the ragged tail is read
+    assert float(rs.read_sum(x.float())[2] - got[2]) == pytest.approx(1000.0, abs=1e-2)
 
 
 def test_json_and_plot_are_written_whole(tmp_path):
     res = _result()
     write_json(res, str(tmp_path / "b.json"))
-    assert json.loads((tmp_path / "b.json").read_text()) == res.to_json()
+    assert json.loads((tmp_path / "b.json").read_text()) == {"equiv_version": equiv.__version__, **res.to_json()}
     pytest.importorskip("matplotlib")
     write_plot(res, str(tmp_path / "b.png"))
     assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(os.listdir(tmp_path)) == ["b.json", "b.png"]   # no temporary files left
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 def test_small_gpu_run_times_every_point():
     res = run_bench(dtypes=("bfloat16",), ks=(1, 2), batches=(1, 8), vocab=4097, replays=3)
@@ -77,3 +97,5 @@ def test_small_gpu_run_times_every_point():
     assert len(seen) == 2 * 4 + 2 * 2
     assert all(r.us > 0 and r.buffers >= 2 for r in res.rows)
     assert all(r.buffers * r.batch * r.vocab * 2 > 2 * res.l2_bytes for r in res.rows)
+    assert [(s.batch, s.triton_sum_us > 0, s.torch_sum_us > 0) for s in res.sized] == [(1, True, True), (8, True, True)]
+    assert all(r.pct_sized is not None and r.pct_sized > 0 for r in res.rows)

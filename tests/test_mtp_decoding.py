@@ -186,7 +186,7 @@ def test_full_vocabulary_quick_path_runs_on_cpu():
     assert res.config["vocab"] == 129280 and res.records[0].passed
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 def test_cuda_runs_the_same_code_and_emits_the_cpu_greedy_tokens():
     kw = dict(vocab=129280, sequences=16, rounds=8)
     gpu = run_mtp(["softmax_topk", "identity_top1"], None, device="cuda", **kw)

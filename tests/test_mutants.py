@@ -34,7 +34,7 @@ def device(request):
     """The outer run's --equiv-device, so that on a GPU the zoo is judged on the GPU too."""
     from equiv.devices import resolve_device
 
-    return resolve_device(request.config.getoption("equiv_device"))
+    return resolve_device(request.config.getoption("equiv_device") or "auto")
 
 
 def test_the_zoo_is_large_and_loadable():

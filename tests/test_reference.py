@@ -1,7 +1,8 @@
 """The reference against an exact oracle (mpmath at 60 digits) on small V.
 
 Checked: probabilities, canonical indices (ties to the lowest index), tie sets, -inf entries,
-and the poisoned rows (NaN, one +inf, several +inf, all -inf)."""
+and the poisoned rows (NaN, one +inf, several +inf, all -inf); and all of it at every magnitude
+the input dtypes hold, up to float32's 3.4e38, float16's 65504 and bfloat16's 3.39e38."""
 import mpmath
 import numpy as np
 import pytest
@@ -87,3 +88,61 @@ def test_rejects_bad_input(bad, msg):
 def test_rejects_bad_k(k):
     with pytest.raises(ValueError, match="k="):
         softmax_topk(np.zeros((1, 3)), k)
+
+
+# dtype: (stored mantissa bits, largest finite value, rounding of float64 values into the dtype)
+def _round_bf16(v):
+    torch = pytest.importorskip("torch")
+    return torch.from_numpy(np.asarray(v, dtype=np.float32)).to(torch.bfloat16).float().numpy()
+
+
+DTYPE_RANGE = {
+    "float32": (23, float(np.finfo(np.float32).max), lambda v: np.asarray(v).astype(np.float32)),
+    "float16": (10, 65504.0, lambda v: np.asarray(v).astype(np.float16)),
+    "bfloat16": (7, 3.3895313892515355e38, _round_bf16),
+}
+
+
+def magnitude_rows(dtype, seed, vocab=9):
+    """Rows of ``dtype`` values a few spacings apart (exact ties included) at a magnitude from
+    2**10 up to the dtype's max, either sign: softmax is far from trivial there, and the
+    largest-magnitude rows are where ``m + log(sum)`` rounds ``log(sum)`` away."""
+    bits, top, cast = DTYPE_RANGE[dtype]
+    rng = np.random.default_rng(seed)
+    max_exp = int(np.floor(np.log2(top)))
+    rows = []
+    for e in (10, max_exp // 2, max_exp - 1, max_exp):
+        spacing = 2.0 ** (e - bits)
+        m = min(top, 2.0 ** e * (1 + rng.integers(0, 2 ** bits) * 2.0 ** -bits))
+        steps = rng.integers(0, 4, size=vocab) * (rng.random(vocab) < 0.7)   # many exact ties
+        for sign in (1.0, -1.0):
+            row = np.asarray(cast(sign * (m - steps * spacing * rng.choice([1, 1.0 / 64]))), dtype=np.float64)
+            rows.append(row)
+    rows.append(np.array([top, top] + [-top] * (vocab - 2)))        # the ends of the range
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPE_RANGE))
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_at_every_magnitude_of_the_dtype(dtype, seed):
+    x = magnitude_rows(dtype, seed)
+    k = 3
+    ref = softmax_topk(x, k)
+    assert not ref.poisoned.any()
+    for b in range(x.shape[0]):
+        exact_mp = exact_softmax(x[b])                   # ordered exactly: the floats underflow
+        order = sorted(range(x.shape[1]), key=lambda j: (-exact_mp[j], j))[:k]
+        exact = [float(e) for e in exact_mp]
+        assert ref.topk_index[b].tolist() == order, f"row {b}: {x[b].tolist()}"
+        np.testing.assert_allclose(ref.topk_p[b], [exact[j] for j in order], rtol=1e-13, atol=1e-300)
+        np.testing.assert_allclose(ref.row_probs(b), exact, rtol=1e-13, atol=1e-300)
+        np.testing.assert_allclose(ref.prob_of(np.array([order]).repeat(x.shape[0], 0))[b],
+                                   [exact[j] for j in order], rtol=1e-13, atol=1e-300)
+        ties = [j for j in range(x.shape[1]) if x[b, j] == x[b, order[0]]]
+        assert ref.tie_set(b, 0).tolist() == ties
+
+
+def test_two_equal_logits_at_any_magnitude_share_one_half():
+    for v in (2.0 ** 41, 1e30, float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max), 65504.0):
+        ref = softmax_topk(np.array([[v, v]], dtype=np.float32), 2)
+        assert ref.topk_p.tolist() == [[0.5, 0.5]], v

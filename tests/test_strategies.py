@@ -116,3 +116,40 @@ def test_bounds_and_monotonicity_helpers_can_fail():
     ref_y = reference.softmax_topk(y.numpy())
     assert rel.monotonicity_problem(a, b, ref_y, raised, "top", tol) is None
     assert "raising the top logit" in rel.monotonicity_problem(a, Output(a.p * 0.5, b.idx), ref_y, raised, "top", tol)
+
+
+def test_recipes_reach_1024_rows_with_a_small_vocabulary():
+    found = find(strategies.recipes(), lambda r: r.batch >= 1024,
+                 settings=settings(database=None, max_examples=2000))
+    assert found.batch == 1024 and found.batch * found.vocab <= strategies.MAX_ELEMENTS
+    found = find(strategies.recipes(), lambda r: r.batch > 4 and r.vocab > 32000,
+                 settings=settings(database=None, max_examples=2000))
+    assert found.vocab == 129280 and 4 < found.batch <= strategies.MAX_ELEMENTS // 129280
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_recipes_reach_the_dtype_range_and_stay_finite(dtype):
+    big = 1e29 if dtype != "float16" else 3e4
+    found = find(strategies.recipes(dtypes=(dtype,)), lambda r: abs(r.shift) > big,
+                 settings=settings(database=None, max_examples=2000))
+    assert abs(found.shift) == strategies.HUGE_SHIFTS[dtype][0]
+    for family in ("gaussian", "huge", "dominant", "row_offsets", "ties_max", "zipf"):
+        for shift in strategies.HUGE_SHIFTS[dtype]:
+            r = Recipe(family=family, batch=2, vocab=1025, dtype=dtype, scale=30.0, shift=shift)
+            ref = reference.softmax_topk(r.build().float().numpy())
+            assert not ref.poisoned.any(), f"{r} built poisoned rows {ref.kind}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_raw_arrays_reach_the_dtype_max(dtype):
+    top = strategies.MAX_RAW_MAGNITUDE[dtype]
+    wide = settings(database=None, max_examples=2000)
+    found = find(strategies.raw_logits(dtypes=(dtype,)),
+                 lambda a: np.isfinite(a).all() and np.abs(a).max() >= top * 0.99, settings=wide)
+    assert np.abs(found).max() <= top
+
+
+def test_huge_shift_recipe_judges_the_paths_the_right_way_round():
+    r = Recipe.parse("gaussian:seed=0,batch=2,vocab=1000,shift=1e30")
+    assert __import__("equiv").compare("softmax_topk", r.build(), 1, recipe=r).passed
+    assert not __import__("equiv").compare("hardcoded_one", r.build(), 1, recipe=r).passed

@@ -1,0 +1,45 @@
+"""The subcommands of ``equiv`` (one module each) and the options they share.
+
+Every option that takes one of a fixed set of values shows the set in ``--help`` (as its
+metavar, or in its help for comma-separated lists), and the library checks the value, so a bad
+one gets the library's one-line message with a "did you mean".
+"""
+from __future__ import annotations
+
+DEVICES = ("auto", "cpu", "cuda")
+BUDGETS = ("quick", "full")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def one_of(choices) -> str:
+    return "{" + ",".join(choices) + "}"
+
+
+def listed(choices) -> str:
+    return ", ".join(choices)
+
+
+def add_device(p) -> None:
+    p.add_argument("--device", default="auto", metavar=one_of(DEVICES),
+                   help="where inputs are built and the candidate runs (default auto: cuda when present)")
+
+
+def add_json(p, what: str) -> None:
+    p.add_argument("--json", dest="json_out", nargs="?", const="-", default=None, metavar="FILE",
+                   help=f"write {what} as JSON to FILE (-, or no FILE: standard output, and the text "
+                        f"goes to standard error)")
+
+
+def write_json(args, doc) -> None:
+    """``doc`` to ``--json`` (see ``equiv.atomic.write_json``: version added, text cleaned)."""
+    from equiv.atomic import write_json as _write
+
+    if args.json_out is not None:
+        _write(args.json_out, doc)
+
+
+def check_outputs(**outputs) -> None:
+    """Refuse unwritable or clashing outputs before any work (``equiv.atomic.check_outputs``)."""
+    from equiv.atomic import check_outputs as _check
+
+    _check({f"--{flag.replace('_', '-')}": path for flag, path in outputs.items()})

@@ -1,24 +1,36 @@
 """``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
 from __future__ import annotations
 
-import json
+from equiv.commands import BUDGETS, DTYPES, add_device, add_json, check_outputs, listed, one_of, write_json
+
+STAGES = ("properties", "tolerance", "mtp")
 
 
 def add_parser(sub):
     p = sub.add_parser("gate", help="pre-merge gate: property suite + tolerance + MTP on one candidate")
-    p.add_argument("--candidate", required=True, help="built-in name, pkg.mod:fn or file.py:fn")
+    p.add_argument("--candidate", required=True, metavar="SPEC",
+                   help="built-in path name, package.module:function or path/to/file.py:function "
+                        "(relative to the current folder)")
+    p.add_argument("--op", default="draft_topk", metavar="draft_topk|verify",
+                   help="the operation: draft_topk (default) or verify, a rejection sampler "
+                        "fn(draft_token_ids, draft_probs, target_probs, generator)")
     p.add_argument("--k", default="1", metavar="K[,K...]",
                    help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    p.add_argument("--dtype", default=None, help="comma-separated input dtypes (default: by budget)")
-    p.add_argument("--budget", default="quick", help="quick (pull request, default) or full (nightly)")
+    add_device(p)
+    p.add_argument("--dtype", default=None, metavar="DTYPES",
+                   help=f"comma-separated input dtypes, from: {listed(DTYPES)} "
+                        f"(default: float32,bfloat16 for quick, all three for full)")
+    p.add_argument("--budget", default="quick", metavar=one_of(BUDGETS),
+                   help="quick: a pull request, seconds (default); full: nightly example counts, 3 seeds")
     p.add_argument("--seed", type=int, default=0, help="seed of every recipe and of Hypothesis (default 0)")
-    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage")
+    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage (default 129280)")
     p.add_argument("--timeout", default="60", metavar="SEC",
                    help="per-call time-out in seconds, in every stage (default 60; inf: none)")
-    p.add_argument("--stages", default="properties,tolerance,mtp", help="which stages to run")
-    p.add_argument("--json", dest="json_file", default=None, metavar="FILE", help="write the verdict as JSON")
-    p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML")
+    p.add_argument("--stages", default=None, metavar="STAGES",
+                   help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
+                        f"properties, statistics (default: all)")
+    add_json(p, "the verdict")
+    p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(run=run)
 
 
@@ -26,12 +38,13 @@ def run(args) -> int:
     from equiv.atomic import atomic_write
     from equiv.gate import run_gate
 
-    result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
-                      budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                      stages=args.stages)
-    print(result.summary())
-    if args.json_file:
-        atomic_write(args.json_file, json.dumps(result.to_json(), indent=2) + "\n")
+    check_outputs(json=args.json_out, junit=args.junit_file)
+    with args.console.progress("equiv gate", unit="check") as bar:
+        result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
+                          budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
+                          stages=args.stages, progress=bar, op=args.op)
+    args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
+    write_json(args, result.to_json())
     if args.junit_file:
         atomic_write(args.junit_file, result.to_junit())
     return 0 if result.passed else 1

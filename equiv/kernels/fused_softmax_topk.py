@@ -13,14 +13,18 @@ B V e / (read bandwidth): 121 us / 61 us at the 4.36 TB/s measured. At B = 1 the
 The kernel, per program (a row ``r`` and a chunk ``[start, start + CHUNK)`` of its vocabulary):
 1. Walk the chunk in tiles of ROWS x LANES consecutive logits. LANES is one 16-byte load per
    thread across the program, so a thread holds ROWS elements of each of its lanes and the
-   reductions over ROWS stay in registers. Per lane keep the running max ``m`` (and the offset
-   of the element that holds it) and ``s``, the sum of exp(x - m): a tile's column max m' and
-   its row come first, then ``s = s exp(m - m') + sum exp(x - m')``. State is per lane, not
-   per element, so registers go to loads in flight (docs/kernel-notes.md: v1 kept it per
-   element and ran out). Whole tiles load unmasked; the ragged end is one masked tile.
-2. For k > 1, also keep an unsorted list of the K best (value, index) of the chunk. A tile is
-   merged only when its max beats the list's worst entry, and then only as many elements as beat
-   it are moved in, so after the first tiles most tiles cost one extra max-reduction.
+   reductions over ROWS stay in registers. Per lane keep the running max ``m`` and ``s``, the
+   sum of 2^(x log2e - ref) with ``ref = fl(m log2e)``: each term is one fma (x log2e is exact
+   inside it) and one exp2, and the rounding of ``ref`` cancels in p because the numerator is
+   taken against the same ``ref`` (kernels launch without fp fusion so nothing else is
+   contracted). State is per lane, not per element (docs/kernel-notes.md: v1 kept it per
+   element and ran out of registers). Whole tiles load unmasked; the ragged end is one masked
+   tile. For k = 1 the lane also keeps where its max is: the row in the loop (index mode 1,
+   short programs) or only the tile, the row found by one re-read after the loop (mode 2).
+2. For k > 1, after the loop: t = the k-th largest lane max. The top k lie in the lanes whose
+   max is >= t (an element of any other lane is below k lane maxima), so the columns of those
+   lanes (at most CAP of them, a few KB) are read back and the top k taken from them; with more
+   than CAP such lanes (ties at t) the chunk is read again and merged tile by tile.
 3. Reduce the lanes to (M, S, index) for the chunk. With one chunk per row, finish the row here;
    otherwise write the partial, and the last program of the row to arrive (an atomic counter,
    cached per stream and reset by that program, so no memset runs per call) combines the
@@ -35,13 +39,15 @@ Non-finite input (the poisoning rule of reference/softmax_topk.py):
 - -inf is exp(-inf) = 0. The differences are taken against ``max(m', -FLT_MAX)``, never
   against a bare -inf, so a lane or a whole chunk of -inf padding contributes 0, not exp(-inf + inf) = NaN.
   An all -inf row ends with S = 0, and p = NaN is written for S <= 0 or S NaN.
+- A finite max above FLT_MAX / log2e (2.4e38) overflows ``ref`` to +inf and the row gives NaN,
+  not a confident number (equiv's inputs stay within 2**30).
 Ties: the column max takes the first row, the strict ``>`` keeps the first tile; lanes, list
 entries and partials are compared on (value, lowest index): the lowest index of a tie wins.
 
 The wrapper at the end picks the tile, warps and the split of V from the batch size, k and the
 device's multiprocessor count (the figures behind the choice are in docs/kernel-notes.md).
-The measured result (one H200, V = 129280): float32 B = 1024 in 122 us, 99% of the read
-ceiling; B = 1 in 3.7-3.8 us.
+The measured result (one H200, V = 129280, v4): float32 B = 1024 in 125 us, 99% of the read
+ceiling; bf16 B = 1024 in 71-84 us; k = 4 within 1.25x of k = 1 at B >= 256 (docs/bench.md).
 """
 from __future__ import annotations
 
@@ -63,12 +69,22 @@ BIG_INDEX = tl.constexpr(2147483647)   # loses every "lowest index" comparison; 
 
 
 @triton.jit
+def _ref2(m):
+    """The log2-domain reference of a running max m: fl(m log2 e), clamped above -FLT_MAX so that
+    a lane or chunk of -inf compares against a finite number (exp2(-inf + FLT_MAX) = 0, not NaN)."""
+    return tl.maximum(m * LOG2E, NEG_FLT_MAX)
+
+
+@triton.jit
 def _finish(p_ptr, idx_ptr, row, M, S, top_index, cand_v, cand_j,
             K: tl.constexpr, K_PAD: tl.constexpr):
-    """Write topk_p / topk_index of one row from its (M, S) and its candidates."""
+    """Write topk_p / topk_index of one row from its max M, S = sum 2^(x log2e - _ref2(M)) and
+    its candidates. p = 2^(v log2e - _ref2(M)) / S: the numerator's fma is exact, so the
+    rounding of _ref2(M) cancels between numerator and S."""
     bad = ~(S > 0.0)                 # all -inf (S == 0) or poisoned (S NaN)
+    ml = _ref2(M)
     if K == 1:
-        p = tl.where(bad, float("nan"), 1.0 / S)
+        p = tl.where(bad, float("nan"), tl.exp2(tl.fma(M, LOG2E, -ml)) / S)
         tl.store(p_ptr + row, p)
         tl.store(idx_ptr + row, top_index.to(tl.int64))
     else:
@@ -85,8 +101,7 @@ def _finish(p_ptr, idx_ptr, row, M, S, top_index, cand_v, cand_j,
             hit = cand_j == j
             cand_v = tl.where(hit, float("-inf"), cand_v)
             cand_j = tl.where(hit, BIG_INDEX, cand_j)
-        m_safe = tl.maximum(M, NEG_FLT_MAX)
-        p = tl.exp2((out_v - m_safe) * LOG2E) / S
+        p = tl.exp2(tl.fma(out_v, LOG2E, -ml)) / S
         p = tl.where(bad, float("nan"), p)
         tl.store(p_ptr + row * K + rank, p, mask=rank < K)
         tl.store(idx_ptr + row * K + rank, out_j.to(tl.int64), mask=rank < K)
@@ -102,7 +117,7 @@ def _combine_row(row, SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, pa
     pm = tl.load(part_m_ptr + base + js, mask=live, other=float("-inf"), cache_modifier=".cg")
     ps = tl.load(part_s_ptr + base + js, mask=live, other=0.0, cache_modifier=".cg")
     M = tl.max(pm, 0)
-    S = tl.sum(ps * tl.exp2((pm - tl.maximum(M, NEG_FLT_MAX)) * LOG2E), 0)
+    S = tl.sum(ps * tl.exp2(_ref2(pm) - _ref2(M)), 0)
     if K == 1:
         pi = tl.load(part_i_ptr + base + js, mask=live, other=BIG_INDEX, cache_modifier=".cg")
         top = tl.min(tl.where(pm == M, pi, BIG_INDEX), 0)
@@ -118,55 +133,130 @@ def _combine_row(row, SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, pa
 
 
 @triton.jit
-def _tile_step(x_row, off, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
-               MASKED: tl.constexpr, K: tl.constexpr, LANES: tl.constexpr):
-    """Fold one ROWS x LANES tile at ``off`` into the running state (steps 1 and 2 of the plan)."""
-    offs = off + tile
-    if MASKED:
-        inside = offs < stop
-        x = tl.load(x_row + offs, mask=inside, other=float("-inf")).to(tl.float32)
-    else:
-        x = tl.load(x_row + offs).to(tl.float32)
-    if INTERPRETED_NAN_GUARD:          # NumPy's argmax refuses all-NaN columns; CUDA's does not
+def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
+          INDEX: tl.constexpr):
+    """Fold one loaded ROWS x LANES tile at ``off`` into the per-lane state (step 1 of the plan).
+
+    INDEX 0: no index (k > 1 finds its candidates after the loop); 1: ``at`` is the offset of
+    the row holding the lane's max (first row of the first tile); 2: ``at`` is only the tile,
+    the row is found by one re-read after the loop."""
+    x = x.to(tl.float32)
+    if INTERPRETED_NAN_GUARD:          # NumPy's reductions may return NaN; PTX max.f32 does not
         x_cmp = tl.where(x == x, x, float("-inf"))
     else:
         x_cmp = x
-    col_max, col_row = tl.max(x_cmp, 0, return_indices=True,
-                              return_indices_tie_break_left=True)
+    col_max = tl.max(x_cmp, 0)
     gt = col_max > m                                # NaN never wins: m is never NaN
     m_new = tl.where(gt, col_max, m)
-    ref = tl.maximum(m_new, NEG_FLT_MAX)
-    # Subtract before scaling by log2(e): x * log2(e) would round |x| u, too much at |x| ~ 1e4.
-    s = (s * tl.exp2((m - ref) * LOG2E)
-         + tl.sum(tl.exp2((x - ref[None, :]) * LOG2E), 0))
-    m = m_new
-    if K == 1:
+    if INDEX == 1:
+        col_row = tl.min(tl.where(x_cmp == col_max[None, :], rows[:, None], ROWS), 0)
         at = tl.where(gt, off + col_row * LANES, at)
+    elif INDEX == 2:
+        at = tl.where(gt, off, at)
+    ref_old = _ref2(m)
+    ref = _ref2(m_new)
+    # fma(x, log2e, -ref) rounds once: x log2e is exact inside it, so |x| ~ 1e4 loses nothing.
+    tile_sum = tl.sum(tl.exp2(tl.fma(x, LOG2E, -ref[None, :])), 0)
+    s = tl.fma(s, tl.exp2(ref_old - ref), tile_sum)
+    return m_new, s, at
+
+
+@triton.jit
+def _load_tile(x_row, offs, stop, MASKED: tl.constexpr):
+    if MASKED:
+        return tl.load(x_row + offs, mask=offs < stop, other=float("-inf"))
     else:
-        # NaN rows: p is NaN whatever is listed; keys without NaN keep the indices valid.
-        tile_v = tl.max(tl.where(col_max == col_max, col_max, float("-inf")), 0)
-        if (tile_v > worst_v) | (worst_j == BIG_INDEX):
-            key = tl.where(x == x, x, float("-inf"))
-            if MASKED:
-                key_j = tl.where(inside, offs, BIG_INDEX)
-            else:
-                key_j = offs
+        return tl.load(x_row + offs)
+
+
+@triton.jit
+def _merge_tile(x_row, off, stop, tile, rank, list_v, list_j, worst_v, worst_j,
+                MASKED: tl.constexpr, K: tl.constexpr):
+    """Merge one tile into the running top-K list (the fallback of step 2): only when the tile's
+    max beats the list's worst entry, one element at a time."""
+    offs = off + tile
+    x = _load_tile(x_row, offs, stop, MASKED).to(tl.float32)
+    key = tl.where(x == x, x, float("-inf"))   # NaN rows: p is NaN whatever is listed
+    if MASKED:
+        key_j = tl.where(offs < stop, offs, BIG_INDEX)
+    else:
+        key_j = offs
+    tile_v = tl.max(key)
+    if (tile_v > worst_v) | (worst_j == BIG_INDEX):
+        tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
+        while (tile_v > worst_v) | ((tile_v == worst_v) & (tile_j < worst_j)):
+            # Replace the worst slot (the highest-numbered one of equal entries).
+            worst = (rank < K) & (list_v == worst_v) & (list_j == worst_j)
+            slot = tl.max(tl.where(worst, rank, -1), 0)
+            list_v = tl.where(rank == slot, tile_v, list_v)
+            list_j = tl.where(rank == slot, tile_j, list_j)
+            taken = key_j == tile_j
+            key = tl.where(taken, float("-inf"), key)
+            key_j = tl.where(taken, BIG_INDEX, key_j)
+            worst_v = tl.min(tl.where(rank < K, list_v, float("inf")), 0)
+            worst_j = tl.max(tl.where((rank < K) & (list_v == worst_v), list_j, -1), 0)
             tile_v = tl.max(key)
             tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
-            while (tile_v > worst_v) | ((tile_v == worst_v) & (tile_j < worst_j)):
-                # Replace the worst slot (the highest-numbered one of equal entries).
-                worst = (rank < K) & (list_v == worst_v) & (list_j == worst_j)
-                slot = tl.max(tl.where(worst, rank, -1), 0)
-                list_v = tl.where(rank == slot, tile_v, list_v)
-                list_j = tl.where(rank == slot, tile_j, list_j)
-                taken = key_j == tile_j
-                key = tl.where(taken, float("-inf"), key)
-                key_j = tl.where(taken, BIG_INDEX, key_j)
-                worst_v = tl.min(tl.where(rank < K, list_v, float("inf")), 0)
-                worst_j = tl.max(tl.where((rank < K) & (list_v == worst_v), list_j, -1), 0)
-                tile_v = tl.max(key)
-                tile_j = tl.min(tl.where(key == tile_v, key_j, BIG_INDEX))
-    return m, s, at, list_v, list_j, worst_v, worst_j
+    return list_v, list_j, worst_v, worst_j
+
+
+@triton.jit
+def _chunk_topk(x_row, start, stop, m, lane, LANES: tl.constexpr,
+                K: tl.constexpr, K_PAD: tl.constexpr, CAP: tl.constexpr,
+                NCOL_PAD: tl.constexpr):
+    """The top-K (value, index) of the chunk, unsorted (step 2 of the plan), from its lane maxima.
+
+    t = the K-th largest lane max (with repeats). Every element of the top K is >= t, and an
+    element of a lane whose max is < t is below K lane maxima, so the top K lie in the lanes with
+    m >= t. When there are at most CAP of them, their columns (every LANES-th logit from the
+    lane) are read back, a few KB, and the top K taken from those; otherwise (many lanes tie at
+    t, or fewer than K finite lanes) the chunk is read again and merged tile by tile."""
+    # The CAP largest lane maxima, in (value desc, lane asc) order; t is the K-th of them.
+    c = tl.arange(0, CAP)
+    which = tl.full([CAP], LANES, tl.int32)
+    taken = lane < 0
+    t = tl.full([], float("inf"), tl.float32)
+    for r in tl.static_range(CAP):
+        v_r = tl.max(tl.where(taken, float("-inf"), m), 0)
+        lane_r = tl.min(tl.where(~taken & (m == v_r), lane, LANES), 0)
+        taken = taken | (lane == lane_r)
+        which = tl.where(c == r, lane_r, which)
+        if r == K - 1:
+            t = v_r
+    if CAP >= K:
+        n_sel = tl.sum((m >= t).to(tl.int32), 0)  # > CAP: not all of them were taken above
+    else:                                          # a layout that always reads the chunk again
+        n_sel = tl.full([], CAP + 1, tl.int32)
+    rank = tl.arange(0, K_PAD)
+    list_v = tl.full([K_PAD], float("-inf"), tl.float32)
+    list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
+    if n_sel <= CAP:
+        col = tl.arange(0, NCOL_PAD)
+        offs = start + col[None, :] * LANES + which[:, None]
+        live = (c[:, None] < n_sel) & (offs < stop)
+        got = tl.load(x_row + offs, mask=live, other=float("-inf")).to(tl.float32)
+        key = tl.where(got == got, got, float("-inf"))
+        key_j = tl.where(live, offs, BIG_INDEX)
+        for r in tl.static_range(K):
+            best = tl.max(tl.max(key, 1), 0)
+            best_j = tl.min(tl.min(tl.where(key == best, key_j, BIG_INDEX), 1), 0)
+            list_v = tl.where(rank == r, best, list_v)
+            list_j = tl.where(rank == r, best_j, list_j)
+            taken_j = key_j == best_j
+            key = tl.where(taken_j, float("-inf"), key)
+            key_j = tl.where(taken_j, BIG_INDEX, key_j)
+    else:
+        worst_v = tl.full([], float("-inf"), tl.float32)
+        worst_j = tl.full([], BIG_INDEX, tl.int32)
+        # One row of lanes per step: this path is rare and must not raise the kernel's registers.
+        full_stop = start + (stop - start) // LANES * LANES
+        for off in range(start, full_stop, LANES):
+            list_v, list_j, worst_v, worst_j = _merge_tile(
+                x_row, off, stop, lane, rank, list_v, list_j, worst_v, worst_j, False, K)
+        if full_stop < stop:
+            list_v, list_j, worst_v, worst_j = _merge_tile(
+                x_row, full_stop, stop, lane, rank, list_v, list_j, worst_v, worst_j, True, K)
+    return list_v, list_j
 
 
 @triton.jit
@@ -174,39 +264,64 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
                        ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
                        K_PAD: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                       FUSED_COMBINE: tl.constexpr):
+                       FUSED_COMBINE: tl.constexpr, INDEX: tl.constexpr,
+                       PREFETCH: tl.constexpr, CAP: tl.constexpr, NCOL_PAD: tl.constexpr):
     row = tl.program_id(0)
     split = tl.program_id(1)
     start = split * CHUNK
     stop = tl.minimum(start + CHUNK, V)
     lane = tl.arange(0, LANES)
+    rows = tl.arange(0, ROWS)
     # A tile is ROWS x LANES consecutive logits; LANES is one 16-byte load per thread across the
     # program, so each thread holds whole columns and the reduction over ROWS stays in registers.
-    tile = tl.arange(0, ROWS)[:, None] * LANES + lane[None, :]
+    tile = rows[:, None] * LANES + lane[None, :]
     x_row = x_ptr + row.to(tl.int64) * stride_row     # B x stride may pass 2**31
 
     m = tl.full([LANES], float("-inf"), tl.float32)
     s = tl.zeros([LANES], tl.float32)
-    at = tl.zeros([LANES], tl.int32) + start           # offset of the row of each lane's max
-    rank = tl.arange(0, K_PAD)
-    list_v = tl.full([K_PAD], float("-inf"), tl.float32)
-    list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)     # BIG_INDEX marks an empty slot
-    worst_v = tl.full([], float("-inf"), tl.float32)
-    worst_j = tl.full([], BIG_INDEX, tl.int32)
+    at = tl.zeros([LANES], tl.int32) + start           # where each lane's max is (INDEX 1, 2)
     # Whole tiles load unmasked (no per-element predicates); the ragged end is one masked tile.
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
-    for off in range(start, full_stop, ROWS * LANES):
-        m, s, at, list_v, list_j, worst_v, worst_j = _tile_step(
-            x_row, off, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
-            False, K, LANES)
+    if PREFETCH:
+        # The next tile is loaded before this one is folded, so a program always has a tile of
+        # loads in flight. The last iteration loads the last tile again (an L2 hit), never past it.
+        last = tl.maximum(full_stop - ROWS * LANES, start)
+        nxt = tl.load(x_row + start + tile, mask=start + tile < full_stop, other=0.0)
+        for off in range(start, full_stop, ROWS * LANES):
+            x = nxt
+            nxt = tl.load(x_row + tl.minimum(off + ROWS * LANES, last) + tile)
+            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
+    else:
+        for off in range(start, full_stop, ROWS * LANES):
+            x = _load_tile(x_row, off + tile, stop, False)
+            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
     if full_stop < stop:
-        m, s, at, list_v, list_j, worst_v, worst_j = _tile_step(
-            x_row, full_stop, stop, tile, rank, m, s, at, list_v, list_j, worst_v, worst_j,
-            True, K, LANES)
+        x = _load_tile(x_row, full_stop + tile, stop, True)
+        m, s, at = _fold(x, full_stop, rows, m, s, at, ROWS, LANES, INDEX)
 
     M = tl.max(m, 0)
-    S = tl.sum(s * tl.exp2((m - tl.maximum(M, NEG_FLT_MAX)) * LOG2E), 0)
-    top = tl.min(tl.where(m == M, at + lane, BIG_INDEX), 0)
+    S = tl.sum(s * tl.exp2(_ref2(m) - _ref2(M)), 0)
+    rank = tl.arange(0, K_PAD)
+    if K == 1:
+        if INDEX == 2:
+            # The row of each candidate lane's max: one re-read of its column in the tile at `at`.
+            cand = m == M
+            r_first = tl.full([LANES], ROWS, tl.int32)
+            for r in tl.static_range(ROWS - 1, -1, -1):      # the first row that holds m wins
+                offs = at + r * LANES + lane
+                xr = tl.load(x_row + offs, mask=cand & (offs < stop), other=float("nan"))
+                r_first = tl.where(xr.to(tl.float32) == m, r, r_first)
+            top = tl.min(tl.where(cand & (r_first < ROWS), at + r_first * LANES + lane,
+                                  BIG_INDEX), 0)
+            top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
+        else:
+            top = tl.min(tl.where(m == M, at + lane, BIG_INDEX), 0)
+        list_v = tl.full([K_PAD], float("-inf"), tl.float32)
+        list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
+    else:
+        top = start
+        list_v, list_j = _chunk_topk(x_row, start, stop, m, lane, LANES, K, K_PAD, CAP,
+                                     NCOL_PAD)
     if ONE_CHUNK:
         _finish(p_ptr, idx_ptr, row, M, S, top, list_v, list_j, K, K_PAD)
     else:
@@ -243,7 +358,10 @@ class KernelConfig:
     ``splits`` programs per row of ``chunk`` logits each, ``num_warps`` per program, and who
     combines the partials of a split row: the last program to arrive, counted on a cached
     per-stream counter (``fused``) or on one zeroed for the call (``fused_zeros``: a memset
-    more), or a second launch (``separate``)."""
+    more), or a second launch (``separate``). ``index`` is how k = 1 finds the row of a lane's
+    max (1: in the loop, 2: one re-read after it); ``prefetch`` loads the next tile before
+    folding this one; ``cap`` is how many lanes k > 1 reads back before it falls back to a
+    second pass (1: always the second pass); ``maxnreg`` caps the registers per thread."""
 
     rows: int
     lanes: int
@@ -251,22 +369,33 @@ class KernelConfig:
     splits: int
     chunk: int
     combine: str = "fused"
+    index: int = 1
+    prefetch: bool = True
+    cap: int = 8
+    maxnreg: int | None = None
 
     @property
     def block(self) -> int:
         return self.rows * self.lanes
 
+    @property
+    def ncol_pad(self) -> int:
+        """Columns of one lane in a chunk, to a power of two (the read-back of k > 1)."""
+        return triton.next_power_of_2(triton.cdiv(self.chunk, self.lanes))
+
 
 # Chosen from the sweep in docs/kernel-notes.md (equiv/kernels/tune.py).
 GPU_WARPS = 4
 GPU_ROWS = 4
-GPU_ROWS_TOPK = 2                # the running list costs registers: fewer rows in flight
-PROGRAMS_PER_SM = 8
-# Programs of the default layout that fit on one SM at once (64K registers over 128 threads
-# x the register count ptxas gives: 48 float32 / 88 bf16 at k = 1, 64 / 116 at k > 1), keyed by
-# (element size, k == 1). A batch that alone fills 3/4 of that or more is not split: one row
-# per program is then one balanced wave, and a split would only add a ragged second one.
-RESIDENT_PER_SM = {(4, True): 10, (2, True): 5, (4, False): 8, (2, False): 4}
+GPU_PREFETCH = False
+REREAD_TILES = 16                # index 2 (re-read) for programs of at least this many tiles
+MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of lanes
+# Registers per thread as ptxas gives them for sm_90 (equiv/kernels/aot.py, and the sweep's
+# report on the GPU), keyed by (element size, index mode; 0 is k > 1), and the cap (ptx
+# .maxnreg) put on them where the sweep saw no spills: 64K registers / (registers x 128
+# threads) programs fit on an SM at once, and with the cap 1024 rows of bf16 fit one wave.
+REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80}
+MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): 56, (2, 1): 64, (2, 2): 64, (2, 0): 64}
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -282,40 +411,75 @@ def _sm_count(device) -> int:
     return _SM_COUNT[device]
 
 
+def resident_per_sm(regs: int, num_warps: int) -> int:
+    """Programs of ``num_warps`` warps that fit on one SM by registers (allocated by 8)."""
+    return max(1, 65536 // (-(-regs // 8) * 8 * 32 * num_warps))
+
+
+def split_rows(batch: int, slots: int) -> int:
+    """Programs per row: as many as keep B x splits within one wave of ``slots`` programs (a
+    second, ragged wave would run its rows at the latency of a few programs, not at the
+    bandwidth of all); a batch larger than a wave is cut into about four waves."""
+    if batch <= slots:
+        return max(1, slots // batch)
+    return triton.cdiv(4 * slots, batch) if batch < 4 * slots else 1
+
+
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
-                  rows=None,
-                  splits=None, num_warps=None, combine="fused",
-                  programs_per_sm=None) -> KernelConfig:
-    """Fill the machine: about ``programs_per_sm`` programs per multiprocessor (or
-    ``INTERP_PROGRAMS`` under the interpreter), splitting rows when B alone is too few.
+                  rows=None, splits=None, num_warps=None, combine="fused",
+                  programs_per_sm=None, index=None, prefetch=None, cap=None,
+                  maxnreg="default") -> KernelConfig:
+    """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
+    (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
+    interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
+    one re-read after it (index 2) in programs of ``REREAD_TILES`` tiles or more, where the
+    loop's instructions cost more than the re-read's latency.
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
-    ``GPU_ROWS`` (k = 1) or ``GPU_ROWS_TOPK`` rows of one 16-byte load per thread."""
+    ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
+    ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4)."""
     num_warps = num_warps or GPU_WARPS
-    if INTERPRETED or torch.device(device).type != "cuda":
-        lanes, rows_default = INTERP_LANES, INTERP_ROWS
-        target, resident = INTERP_PROGRAMS, 0
-    else:
-        lanes = num_warps * 32 * (16 // elem_size)
-        rows_default = GPU_ROWS if k == 1 else GPU_ROWS_TOPK
-        n_sm = _sm_count(torch.device(device))
-        target = (programs_per_sm or PROGRAMS_PER_SM) * n_sm
-        resident = RESIDENT_PER_SM.get((elem_size, k == 1), 0) * n_sm
+    interpreted = INTERPRETED or torch.device(device).type != "cuda"
+    lanes = INTERP_LANES if interpreted else num_warps * 32 * (16 // elem_size)
     if block is not None:
         rows = rows or max(1, block // lanes)
         lanes = block // rows
-    rows = rows or rows_default
+    rows = rows or (INTERP_ROWS if interpreted else GPU_ROWS)
     block = rows * lanes
     tiles = triton.cdiv(vocab, block)
-    if splits is None:
-        splits = 1 if 0.75 * resident <= batch <= resident else triton.cdiv(target, batch)
-    splits = max(1, min(splits, tiles))
-    chunk = triton.cdiv(tiles, splits) * block
-    splits = triton.cdiv(vocab, chunk)            # no program may start past V
-    return KernelConfig(rows, lanes, num_warps, splits, chunk, combine)
+
+    def layout(mode):
+        cap_regs = MAXNREG.get((elem_size, mode)) if maxnreg == "default" else maxnreg
+        if interpreted:
+            slots = INTERP_PROGRAMS
+        else:
+            per_sm = programs_per_sm or resident_per_sm(cap_regs or REGS.get((elem_size, mode), 128),
+                                                        num_warps)
+            slots = per_sm * _sm_count(torch.device(device))
+        n = splits if splits is not None else split_rows(batch, slots)
+        if splits is None and k > 1:              # bound the read-back of a chunk's lanes
+            n = max(n, triton.cdiv(vocab, MAX_NCOL * lanes))
+        return max(1, min(n, tiles)), cap_regs
+
+    mode = 0 if k > 1 else (index or 2)
+    n_split, cap_regs = layout(mode)
+    if k == 1 and index is None and triton.cdiv(tiles, n_split) < REREAD_TILES:
+        mode = 1
+        n_split, cap_regs = layout(mode)
+    chunk = triton.cdiv(tiles, n_split) * block
+    n_split = triton.cdiv(vocab, chunk)           # no program may start past V
+    if cap is None:
+        cap = 8 if k <= 4 else 16
+    if cap < 1 or cap & (cap - 1):
+        from equiv.errors import InvalidArgument
+
+        raise InvalidArgument(f"cap={cap} is invalid: give a power of two (1 forces the second pass)")
+    return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1),
+                        GPU_PREFETCH if prefetch is None else bool(prefetch), cap, cap_regs)
 
 
 _COUNTERS: dict = {}
+REGS_SEEN: dict = {}
 
 
 def _zeroed_counter(device, batch: int):
@@ -363,12 +527,18 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         count = _zeroed_counter(dev, batch)
     else:
         count = torch.zeros(batch, dtype=torch.int32, device=dev)
-    _draft_topk_kernel[(batch, config.splits)](
+    compiled = _draft_topk_kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,
         ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
-        LANES=config.lanes, FUSED_COMBINE=fused, num_warps=config.num_warps)
+        LANES=config.lanes, FUSED_COMBINE=fused, INDEX=config.index if k == 1 else 0,
+        PREFETCH=config.prefetch, CAP=max(config.cap, 1), NCOL_PAD=config.ncol_pad if k > 1 else 1,
+        num_warps=config.num_warps, enable_fp_fusion=False,
+        **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
+    if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report
+        REGS_SEEN[(logits.element_size(), k, config)] = (compiled.n_regs, compiled.n_spills)
     if config.splits > 1 and not fused:
         _combine_kernel[(batch,)](config.splits, part_m, part_s, part_i, part_v, part_j, topk_p,
-                                  topk_index, S_PAD=s_pad, K=k, K_PAD=k_pad, num_warps=4)
+                                  topk_index, S_PAD=s_pad, K=k, K_PAD=k_pad, num_warps=4,
+                                  enable_fp_fusion=False)
     return topk_p, topk_index

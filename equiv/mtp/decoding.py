@@ -24,7 +24,10 @@ Verification (the target's logits at every drafted context come in one batched c
   at the first rejection a token is drawn from the residual, the target with ``d_j``'s mass
   removed; if all are accepted the bonus is drawn from the target. Uniforms come from
   ``models.uniforms(seed, row, position)``, keyed by the sequence position, so two paths that
-  draft the same tokens emit the same tokens.
+  draft the same tokens emit the same tokens. With ``verify`` (a user's verifier, see
+  ``equiv.ops.verify``) that verifier decides instead: it gets the drafts (clamped into
+  ``[0, V)``), ``draft_probs=None`` and the target's probabilities, with a generator seeded from
+  (seed, round), and its output row gives the accepted count and the emitted token.
 - ``confidence``: token ``j`` is proposed only while the running product of ``topk_p`` up to it
   stays ``>= threshold`` (a NaN product stops drafting); tokens past the stop are computed (the
   batch drafts in lock-step) but neither proposed nor verified.
@@ -66,7 +69,9 @@ class DecodeOutcome:
 
 
 def call_path(path, logits, k: int, name: str):
-    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``."""
+    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``,
+    both fresh dense copies: the contract allows any strides and a float64 ``topk_p``, and the
+    rounds below ``view`` and keep the outputs across calls."""
     import torch
 
     out = path(logits, k)
@@ -80,7 +85,8 @@ def call_path(path, logits, k: int, name: str):
             raise EquivError(f"path {name!r} returned {what} of shape {shape}, expected {want}")
     if idx.dtype.is_floating_point or idx.dtype == torch.bool:
         raise EquivError(f"path {name!r} returned topk_index of dtype {idx.dtype}, expected int64")
-    return p.float(), idx.to(torch.int64)
+    dense = {"memory_format": torch.contiguous_format, "copy": True}
+    return p.to(torch.float32, **dense), idx.to(torch.int64, **dense)
 
 
 def _invalid(p, idx, vocab):
@@ -89,7 +95,7 @@ def _invalid(p, idx, vocab):
     return ((idx < 0) | (idx >= vocab) | torch.isnan(p)).sum()
 
 
-def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows, pos):
+def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows, pos, verify=None, rnd=0):
     import torch
 
     V = model.vocab
@@ -111,7 +117,11 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
         proposed = torch.ones_like(D, dtype=torch.bool)
     n_proposed = proposed.sum(1)
     valid = (D >= 0) & (D < V)
-    if consumer == "target_only":
+    if consumer == "target_only" and verify is not None:
+        out = verify(D.clamp(0, V - 1), None, torch.softmax(tlogits, dim=-1), seed * 100_003 + rnd)
+        a = torch.cumprod((out[:, :steps] == D).to(torch.int64), 1).sum(1)
+        bonus = out.gather(1, a[:, None])[:, 0]
+    elif consumer == "target_only":
         tprobs = torch.softmax(tlogits, dim=-1)
         p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
         offsets = torch.arange(steps, device=D.device)
@@ -193,7 +203,7 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
 
 def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: int, seed: int,
            name: str = "path", threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
-           tree_tokens: int = TREE_TOKENS) -> DecodeOutcome:
+           tree_tokens: int = TREE_TOKENS, verify=None) -> DecodeOutcome:
     """Run ``rounds`` verify rounds of ``consumer`` with ``path`` drafting (module docstring)."""
     import torch
 
@@ -220,7 +230,7 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
                     model, path, name, ctx, steps, tree_topk, tree_tokens)
             else:
                 a, n_prop, drafted, bonus, last_ctx, bad, n_out = _chain_round(
-                    model, path, name, ctx, consumer, steps, threshold, seed, rows, pos)
+                    model, path, name, ctx, consumer, steps, threshold, seed, rows, pos, verify, r)
             invalid, outputs = invalid + bad, outputs + n_out
             a, n_prop = a * act, n_prop * act
             emitted = torch.cat([drafted, bonus[:, None]], 1)

@@ -16,6 +16,12 @@ seed, so paths are compared on identical prompts and identical random numbers. E
   position both reached (with a fixed number of rounds, one may emit more than the other);
 - ``equivalent_to_reference``: paired TOST on per-sequence accept length vs ``softmax_topk``.
 
+``verifier`` (a verifier spec or callable, ``equiv.ops.verify``) replaces the harness's own
+stochastic verification under ``target_only``, for every path and for the reference, so the
+numbers describe the draft path x verifier pair an engine runs; losslessness then judges the
+verifier too. The built-in verification of ``softmax_topk`` is decoded once more as
+``MtpRun.verifier_baseline``, so a biased verifier shows as a different accept length beside it.
+
 A record passes when it ran, is lossless, is equivalent and had no invalid output. The one
 known, accepted failure is in ``EXPECTED_FAILURES`` with its reason; ``MtpRun.passed`` (and the
 CLI's exit code) ignores exactly the checks listed there, nothing else.
@@ -138,6 +144,7 @@ class MtpRun:
     config: dict
     model: dict
     notes: tuple = ()
+    verifier_baseline: object = None             # AcceptanceMetrics of the built-in verification
 
     @property
     def passed(self) -> bool:
@@ -155,12 +162,16 @@ class MtpRun:
 
     def to_json(self) -> dict:
         return {"config": self.config, "model": self.model, "passed": self.passed,
-                "notes": list(self.notes), "results": [r.to_json() for r in self.records]}
+                "notes": list(self.notes),
+                "verifier_baseline": None if self.verifier_baseline is None else self.verifier_baseline.to_json(),
+                "results": [r.to_json() for r in self.records]}
 
 
-def _candidates(paths, device: str):
-    from equiv.candidate import load_candidate
+def _candidates(paths, device: str, timeout=60.0):
+    from equiv.candidate import Candidate, load_candidate
     from equiv.paths import path_names
+    from equiv.run import load_check, runner_for, trusted
+    from equiv.run.supervisor import as_callable
 
     notes = []
     if paths is None:
@@ -176,7 +187,15 @@ def _candidates(paths, device: str):
     paths = list(paths)
     if not paths:
         raise InvalidArgument("paths is empty: give at least one built-in name or spec")
-    cands = [load_candidate(p) for p in paths]
+    # a user's spec runs in its supervised worker (equiv.run), one call per draft step
+    cands = []
+    for p in paths:
+        if isinstance(p, str) and not trusted(p.strip()):
+            load_check(p.strip(), device, timeout)   # a spec that does not load: exit 2 now; an
+            cands.append(Candidate(p.strip(), as_callable(runner_for(p.strip(), device, timeout)),
+                                   builtin=False))   # import that exits fails each call instead
+        else:
+            cands.append(load_candidate(p))
     names = [c.name for c in cands]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -244,6 +263,8 @@ def _repro(cfg, path, consumer):
         parts.append(f"--vocab {cfg['vocab']}")
     parts += [f"--sequences {cfg['sequences']}", f"--rounds {cfg['rounds']}", f"--seed {cfg['seed']}",
               f"--device {cfg['device']}"]
+    if cfg.get("verifier"):
+        parts.append(f"--verify {cfg['verifier']}")
     for key, default in (("threshold", CONFIDENCE_THRESHOLD), ("tree_topk", TREE_TOPK),
                          ("tree_tokens", TREE_TOKENS)):
         if cfg[key] != default:
@@ -256,7 +277,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
             device: str = "auto", trace=None, budget: str = "default",
             threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
             tree_tokens: int = TREE_TOKENS, margin: float = ACCEPT_LENGTH_MARGIN,
-            progress=None) -> MtpRun:
+            progress=None, timeout=60.0, verifier=None) -> MtpRun:
     """Decode with every path under every consumer and judge each (module docstring).
 
     ``paths``: built-in names, ``pkg.mod:fn`` / ``file.py:fn`` specs or callables
@@ -278,7 +299,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     tree_topk = check_int("tree_topk", tree_topk, min_value=2)
     tree_tokens = check_int("tree_tokens", tree_tokens, min_value=2)
     margin = check_float("margin", margin, min_value=0.0, exclusive_min=True)
-    cands, notes = _candidates(paths, device)
+    cands, notes = _candidates(paths, device, timeout)
     if trace is not None:
         tr = trace if isinstance(trace, Trace) else load_trace(trace)
         if steps > tr.steps:
@@ -303,9 +324,16 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
            "sequences": sequences, "rounds": rounds, "seed": seed, "device": device,
            "budget": budget, "trace": _trace_name(trace),
            "threshold": threshold, "tree_topk": tree_topk, "tree_tokens": tree_tokens,
-           "margin": margin}
+           "margin": margin, "verifier": _verifier_name(verifier)}
     kwargs = dict(steps=steps, rounds=rounds, sequences=sequences, seed=seed, threshold=threshold,
                   tree_topk=tree_topk, tree_tokens=tree_tokens)
+    verify = baseline = verified = None
+    if verifier is not None and "target_only" in consumers and model.supports("target_only"):
+        from equiv.mtp.metrics import acceptance_metrics as _metrics
+        from equiv.ops.verify.calls import verifier_function
+
+        verify = verifier_function(verifier, device, timeout)
+        baseline = _metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
     greedy_tokens = None
     if any(c in GREEDY_VERIFIED for c in consumers):
         length = rounds * (steps + 1) if trace is None else int(model.trace.tokens.shape[1])
@@ -314,17 +342,30 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     records = []
     for consumer in consumers:
         ref_out = None
+        with_verify = dict(kwargs, verify=verify) if consumer == "target_only" else kwargs
         if model.supports(consumer):
-            ref_out = decode(model, get_path(REFERENCE), consumer, name=REFERENCE, **kwargs)
+            ref_out = decode(model, get_path(REFERENCE), consumer, name=REFERENCE, **with_verify)
+            if consumer == "target_only" and verify is not None:
+                verified = _metrics(ref_out)
         done += 1
         if progress:
             progress(done, total, f"{REFERENCE} x {consumer}")
         for cand in cands:
-            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs))
+            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify))
             done += 1
             if progress:
                 progress(done, total, f"{cand.name} x {consumer}")
-    return MtpRun(tuple(records), cfg, model.describe(), tuple(notes))
+    if baseline is not None:
+        notes.append(f"target_only verified by {cfg['verifier']}: softmax_topk's accept length "
+                     f"{verified.accept_length:.3f}, {baseline.accept_length:.3f} with the built-in "
+                     f"verification")
+    return MtpRun(tuple(records), cfg, model.describe(), tuple(notes), baseline)
+
+
+def _verifier_name(verifier):
+    if verifier is None or isinstance(verifier, str):
+        return verifier
+    return getattr(verifier, "spec", None) or getattr(verifier, "__name__", repr(verifier))
 
 
 def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs) -> MtpRecord:

@@ -1,14 +1,18 @@
 """How an ``MtpRun`` is shown: the path x consumer table, and the PNG of accepted-count histograms.
 
 Plan. ``format_table(run)`` is one row per record, columns named as the JSON keys, so a reader
-can go from the table to ``--json`` output without a legend; ``summary_line(run)`` is the last
-line (what failed, what was expected to). ``write_plot(run, path)`` draws one panel per
-consumer, the share of verify rounds that accepted 0..steps drafts, one bar per path, and
-writes the PNG atomically.
+can go from the table to ``--json`` output without a legend; ``record_cells`` reads a record as
+``--json`` writes it, so the HTML report shows the same columns from an ``equiv mtp --json`` file.
+``summary_line(run)`` is the last line (what failed, what was expected to).
+``acceptance_png(records)`` draws one panel per consumer (two a row, so the image fits a 1400 px
+page), the share of verify rounds that accepted 0..steps drafts, one bar per path;
+``write_plot(run, path)`` writes it atomically.
 """
 from __future__ import annotations
 
-import io
+
+RECORD_HEAD = ("path", "consumer", "accept_length", "diff [90% CI]", "accept_rate", "per_position",
+               "drafted/emitted", "invalid", "lossless", "same_tokens", "equivalent", "verdict")
 
 
 def _fmt(v, spec=".3f"):
@@ -19,31 +23,33 @@ def _fmt(v, spec=".3f"):
     return format(v, spec)
 
 
-def _verdict(r) -> str:
-    if not r.applicable:
+def _verdict(r: dict) -> str:
+    if not r.get("applicable", True):
         return "n/a"
-    if r.passed:
+    if r.get("passed") is None:
+        return "-"
+    if r["passed"]:
         return "pass"
-    return "expected-fail" if r.expected_failure else "FAIL"
+    return "expected-fail" if r.get("expected_failure") else "FAIL"
+
+
+def record_cells(r: dict) -> tuple:
+    """The ``RECORD_HEAD`` cells of one record as ``to_json`` (and ``equiv mtp --json``) writes it;
+    a key it lacks shows as "-"."""
+    tail = (_fmt(r.get("lossless")), _fmt(r.get("tokens_match_reference")),
+            _fmt(r.get("equivalent_to_reference")), _verdict(r))
+    if not r.get("applicable", True) or r.get("accept_length") is None:
+        return (r["path"], r["consumer"], "-", "-", "-", "-", "-", "-", *tail)
+    e = r.get("accept_length_difference")
+    diff = "-" if e is None else f"{e['mean_difference']:+.3f} [{e['ci_low']:+.3f}, {e['ci_high']:+.3f}]"
+    return (r["path"], r["consumer"], _fmt(r["accept_length"]), diff, _fmt(r.get("accept_rate")),
+            " ".join(f"{p:.2f}" for p in r.get("per_position") or ()), _fmt(r.get("drafted_per_emitted")),
+            _fmt(r.get("invalid_output_rate"), ".2%"), *tail)
 
 
 def format_table(run) -> str:
-    head = ("path", "consumer", "accept_length", "diff [90% CI]", "accept_rate", "per_position",
-            "drafted/emitted", "invalid", "lossless", "same_tokens", "equivalent", "verdict")
-    rows = [head]
-    for r in run.records:
-        if not r.applicable or r.metrics is None:
-            rows.append((r.path, r.consumer, "-", "-", "-", "-", "-", "-",
-                         _fmt(r.lossless), _fmt(r.tokens_match_reference),
-                         _fmt(r.equivalent_to_reference), _verdict(r)))
-            continue
-        m, e = r.metrics, r.equivalence
-        diff = "-" if e is None else f"{e.mean_difference:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}]"
-        rows.append((r.path, r.consumer, _fmt(m.accept_length), diff, _fmt(m.accept_rate),
-                     " ".join(f"{p:.2f}" for p in m.per_position), _fmt(m.drafted_per_emitted),
-                     _fmt(m.invalid_output_rate, ".2%"), _fmt(r.lossless),
-                     _fmt(r.tokens_match_reference), _fmt(r.equivalent_to_reference), _verdict(r)))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
+    rows = [RECORD_HEAD] + [record_cells(r.to_json()) for r in run.records]
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(RECORD_HEAD))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     for r in run.records:
@@ -71,43 +77,52 @@ def summary_line(run) -> str:
     return " ".join(parts)
 
 
+def acceptance_png(records, title: str | None = None) -> bytes | None:
+    """PNG of accepted-count histograms from record dicts (``to_json``), one panel per consumer,
+    two panels a row so that the image fits a 1400 px page; None when no record has a histogram."""
+    from equiv.report_html import figure_png, pyplot, short_label
+
+    records = [r for r in records if r.get("histogram")]
+    if not records:
+        return None
+    plt = pyplot()
+    consumers = list(dict.fromkeys(r["consumer"] for r in records))
+    paths = list(dict.fromkeys(r["path"] for r in records))
+    cols = min(len(consumers), 2)
+    rows = -(-len(consumers) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 3.2 * rows), squeeze=False)
+    width = 0.8 / len(paths)
+    for ax, consumer in zip(axes.flat, consumers):
+        for i, p in enumerate(paths):
+            r = next((x for x in records if x["path"] == p and x["consumer"] == consumer), None)
+            if r is None:
+                continue
+            h = r["histogram"]
+            total = sum(h) or 1
+            ax.bar([a + (i - (len(paths) - 1) / 2) * width for a in range(len(h))],
+                   [c / total for c in h], width, label=f"{short_label(p)} ({_fmt(r.get('accept_length'), '.2f')})")
+        ax.set_title(consumer, fontsize=10)
+        ax.set_xlabel("accepted drafts per verify")
+        ax.set_ylabel("share of verify rounds")
+        ax.set_xticks(range(max(len(r["histogram"]) for r in records)))
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7, title="path (accept length)", title_fontsize=7)
+    for ax in list(axes.flat)[len(consumers):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return figure_png(fig)
+
+
 def write_plot(run, path) -> str:
     """PNG of the accepted-count histograms, one panel per consumer, written atomically."""
     from equiv.atomic import atomic_write
-    from equiv.errors import MissingDependency
 
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise MissingDependency("--plot needs matplotlib: pip install matplotlib") from exc
-    consumers = list(dict.fromkeys(r.consumer for r in run.records))
-    paths = list(dict.fromkeys(r.path for r in run.records))
-    steps = run.config["steps"]
-    fig, axes = plt.subplots(1, len(consumers), figsize=(4.2 * len(consumers), 3.4), squeeze=False)
-    width = 0.8 / max(len(paths), 1)
-    for ax, consumer in zip(axes[0], consumers):
-        for i, p in enumerate(paths):
-            r = next(x for x in run.records if x.path == p and x.consumer == consumer)
-            if r.metrics is None:
-                continue
-            h = r.metrics.histogram
-            total = sum(h) or 1
-            ax.bar([a + (i - (len(paths) - 1) / 2) * width for a in range(steps + 1)],
-                   [c / total for c in h], width, label=f"{p} ({r.metrics.accept_length:.2f})")
-        ax.set_title(consumer)
-        ax.set_xlabel("accepted drafts per verify")
-        ax.set_xticks(range(steps + 1))
-        ax.set_ylim(0, 1)
-        ax.legend(fontsize=7, title="path (accept length)", title_fontsize=7)
-    axes[0][0].set_ylabel("share of verify rounds")
     cfg = run.config
-    fig.suptitle(f"accepted-count histograms: V={cfg['vocab']}, {cfg['sequences']} x {cfg['rounds']} "
-                 f"rounds, steps={steps}, seed={cfg['seed']}, {cfg['device']}", fontsize=9)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return atomic_write(path, buf.getvalue(), mode="wb")
+    title = (f"accepted-count histograms: V={cfg['vocab']}, {cfg['sequences']} x {cfg['rounds']} "
+             f"rounds, steps={cfg['steps']}, seed={cfg['seed']}, {cfg['device']}")
+    png = acceptance_png([r.to_json() for r in run.records], title)
+    if png is None:
+        raise ValueError("no record of this run has an acceptance histogram to plot")
+    return atomic_write(path, png, mode="wb")

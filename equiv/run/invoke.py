@@ -154,4 +154,6 @@ def run_probe(fn, target: str, payload, device="cpu"):
         return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
                                    f"end or interrupt the run)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
-    return CallOutcome(ok=True, value=to_host(result), seconds=time.perf_counter() - t0)
+    # a probe's own result object crosses as it is (pickled); tensors in it become host arrays
+    value = to_host(result) if _tensors(result) else result
+    return CallOutcome(ok=True, value=value, seconds=time.perf_counter() - t0)

@@ -22,7 +22,6 @@ Plan
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import signal
 import subprocess
@@ -40,10 +39,9 @@ _RUNNERS: dict = {}
 
 
 def _seconds(timeout) -> float | None:
-    if timeout is None:
-        return None
-    t = float(timeout)
-    return None if math.isinf(t) else t
+    from equiv.timeouts import limit_seconds
+
+    return limit_seconds(timeout)
 
 
 def _signal_name(num: int) -> str:
@@ -91,8 +89,8 @@ class WorkerRunner:
 
     isolated = True
 
-    def __init__(self, spec: str, device: str, timeout=60.0):
-        self.spec, self.device, self.timeout = spec, device, timeout
+    def __init__(self, spec: str, device: str, timeout=60.0, op: str = "draft_topk"):
+        self.spec, self.device, self.timeout, self.op = spec, device, timeout, op
         self.proc = None
         self.conn = None
         self.log_path = None
@@ -119,7 +117,7 @@ class WorkerRunner:
         log.close()
         child_conn.close()
         self.conn = parent_conn
-        self.conn.send(("load", self.spec, [p for p in sys.path if p]))
+        self.conn.send(("load", self.spec, [p for p in sys.path if p], self.op))
         reply = self._receive(max(_seconds(self.timeout) or 0.0, LOAD_TIMEOUT_S), "while loading the candidate")
         if isinstance(reply, CallOutcome):
             return reply
@@ -250,10 +248,40 @@ class WorkerRunner:
                 pass
 
 
+class CandidateEnded(RuntimeError):
+    """A call through ``as_callable`` did not return normally (its one-line problem)."""
+
+
+def as_callable(runner):
+    """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
+    candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
+    come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
+    from equiv.run.guard import Raw
+
+    def call(logits, k):
+        import torch
+
+        out = runner.call(Raw.of(logits), k)
+        if not out.ok:
+            raise CandidateEnded(f"the candidate {out.problem}")
+        tensors = []
+        for a in out.value if isinstance(out.value, (tuple, list)) else (out.value,):
+            t = torch.as_tensor(getattr(a, "values", a))
+            if getattr(a, "dtype", None) in ("bfloat16", "float16"):
+                t = t.to(getattr(torch, a.dtype))
+            tensors.append(t.to(logits.device))
+        return tuple(tensors)
+
+    call.spec = runner.spec
+    return call
+
+
 def resolve_spec(spec: str) -> str:
     """The spec as the worker must see it: a file made absolute (checked to exist), else as is."""
     from equiv.candidate import split_spec
 
+    if ":" not in spec:                          # a built-in name (isolated by EQUIV_ISOLATE=always)
+        return spec
     target, attr, is_file = split_spec(spec)
     if not is_file:
         return spec
@@ -264,45 +292,59 @@ def resolve_spec(spec: str) -> str:
     return f"{path}:{attr}"
 
 
-def trusted(spec: str) -> bool:
+def trusted(spec: str, op: str = "draft_topk") -> bool:
     """Our own code: a built-in path or a mutant of the zoo (in-process unless EQUIV_ISOLATE=always)."""
     from equiv.paths import path_names
 
     if os.environ.get("EQUIV_ISOLATE", "auto") == "always":
         return False
+    if op == "verify":
+        from equiv.ops.verify.paths import verifier_names
+
+        return spec in verifier_names() or spec.startswith("equiv.ops.verify.mutants:")
     return spec in path_names() or spec.startswith("equiv.mutants:")
 
 
-def runner_for(candidate, device: str = "cpu", timeout=60.0):
-    """The runner of ``candidate`` (a spec or a callable) on ``device`` for this command."""
+def load_for(spec, op: str = "draft_topk"):
+    """The ``Candidate`` of ``spec`` for the operation ``op`` (each checks its own signature)."""
+    if op == "verify":
+        from equiv.ops.verify.paths import load_verifier
+
+        return load_verifier(spec)
     from equiv.candidate import load_candidate
 
+    return load_candidate(spec)
+
+
+def runner_for(candidate, device: str = "cpu", timeout=60.0, op: str = "draft_topk"):
+    """The runner of ``candidate`` (a spec or a callable) on ``device`` for this command;
+    ``op`` (``draft_topk`` or ``verify``) says whose signature the candidate must have."""
     if callable(candidate) and not isinstance(candidate, str):
-        cand = load_candidate(candidate)
+        cand = load_for(candidate, op)
         return InProcessRunner(cand.fn, cand.spec, str(device))
     if not isinstance(candidate, str) or not candidate.strip():
-        load_candidate(candidate)                # raises the one-line error
+        load_for(candidate, op)                  # raises the one-line error
     spec = candidate.strip()
     if ":" not in spec:
-        load_candidate(spec)                     # a built-in name, or its one-line error
-    key = (spec, str(device), os.getcwd())
+        load_for(spec, op)                       # a built-in name, or its one-line error
+    key = (spec, str(device), os.getcwd(), op)
     runner = _RUNNERS.get(key)
     if runner is None:
-        if trusted(spec):
-            cand = load_candidate(spec)
+        if trusted(spec, op):
+            cand = load_for(spec, op)
             runner = InProcessRunner(cand.fn, cand.spec, str(device))
         else:
-            runner = WorkerRunner(resolve_spec(spec), str(device), timeout)
+            runner = WorkerRunner(resolve_spec(spec), str(device), timeout, op)
         _RUNNERS[key] = runner
     if runner.isolated:
         runner.timeout = timeout
     return runner
 
 
-def load_check(spec: str, device: str = "cpu", timeout=60.0) -> CallOutcome | None:
+def load_check(spec: str, device: str = "cpu", timeout=60.0, op: str = "draft_topk") -> CallOutcome | None:
     """Start the candidate's worker now (a usage error raises ``CandidateLoadError`` before any
     work); returns the abnormal outcome of its import, or None when it loaded."""
-    runner = runner_for(spec, device, timeout)
+    runner = runner_for(spec, device, timeout, op)
     if not runner.isolated or runner.proc is not None:
         return None
     if runner.stopped is not None:

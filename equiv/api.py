@@ -1,0 +1,121 @@
+"""``equiv.assert_equivalent``: the gate's judgement as an assertion for a user's own tests.
+
+Plan
+----
+- ``assert_equivalent(candidate, logits, k=1, ...)`` runs ``equiv.compare`` (contract, index in
+  the tie set, value within the tolerance table, poisoning, regression against softmax_topk)
+  and returns the ``ComparisonResult`` when every check passes. Otherwise it raises
+  ``EquivalenceError`` (an ``AssertionError``, so pytest shows it as a failed assertion) whose
+  message has the gate's shape: the verdict line, one line per failed check (what differs,
+  where, by how much, what was allowed), the worst row, and a ``REPRO:`` line. ``err.failed``
+  names the failed checks, ``err.result`` is the whole comparison.
+- ``logits`` is a ``[B, V]`` tensor, an ``equiv.Recipe`` or a recipe string
+  (``"ties_max:seed=3,batch=4,vocab=129280"``), built on ``device``. A recipe gives the
+  shortest REPRO (``equiv check --recipe ...``). A raw tensor is replayable too: a small one
+  (<= ``INLINE_ELEMENTS`` values) is written into the REPRO line itself; a larger one is saved
+  once, on failure, as ``logits.npy`` in a new temporary folder that the REPRO line loads.
+- ``candidate`` is a spec (built-in name, ``pkg.mod:fn``, ``path/file.py:fn``) or a callable; the
+  REPRO names a callable by its file and qualified name, which replays wherever the file is.
+- Bad arguments (a 1-D tensor, an integer dtype, k > V) raise one-line ``InvalidArgument``s.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+
+INLINE_ELEMENTS = 64
+
+
+def _replay_spec(candidate, loaded) -> str | None:
+    """A spec that loads ``candidate`` again in a fresh process, or None."""
+    if isinstance(candidate, str):
+        from equiv.suite_process import absolute_spec
+
+        return absolute_spec(candidate)
+    if loaded.builtin:
+        return loaded.spec
+    fn = getattr(candidate, "__wrapped__", candidate)
+    qualname = getattr(fn, "__qualname__", "")
+    module = __import__("sys").modules.get(getattr(fn, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    if not qualname or "<" in qualname or not path:
+        return None                              # a lambda, a local function, an interactive one
+    return f"{os.path.abspath(path)}:{qualname}"
+
+
+def _quoted(text: str) -> str:
+    """A double-quoted Python string literal, so that the shell's single quotes wrap it cleanly."""
+    return json.dumps(text)
+
+
+def _tensor_source(x) -> str:
+    """Python that rebuilds ``x`` bit for bit (float32 embeds float16 and bfloat16 exactly)."""
+    dtype = str(x.dtype).removeprefix("torch.")
+    values = x.detach().float().cpu()
+    if values.numel() <= INLINE_ELEMENTS:
+        rows = "[" + ", ".join("[" + ", ".join(f'float("{v}")' if v != v or abs(v) == float("inf")
+                                               else repr(v) for v in row) + "]"
+                               for row in values.tolist()) + "]"
+        return f"torch.tensor({rows}).to(torch.{dtype})"
+    folder = tempfile.mkdtemp(prefix="equiv-repro-")
+    path = os.path.join(folder, "logits.npy")
+    import numpy as np
+
+    np.save(path, values.numpy())
+    return f"torch.from_numpy(numpy.load({_quoted(path)})).to(torch.{dtype})"
+
+
+def _api_repro(spec: str | None, x, k: int, device: str) -> str:
+    if spec is None:
+        return ("REPRO: not available: the candidate is a lambda or a local function; define it at "
+                "module level (or pass its spec) for a replayable line")
+    code = (f"import equiv, numpy, torch; equiv.assert_equivalent({_quoted(spec)}, {_tensor_source(x)}, "
+            f"k={k}, device={_quoted(device)})")
+    return "REPRO: python -c " + shlex.quote(code)
+
+
+def _message(result, repro: str) -> str:
+    failed = result.failed_checks
+    lines = [f"{result.path} k={result.k} {result.dtype} [{result.batch}, {result.vocab}] on "
+             f"{result.device}: FAIL ({', '.join(c.name for c in failed)})"]
+    lines += [f"  {c.name}: {c.detail}" for c in failed]
+    where = f"recipe {result.recipe}, " if result.recipe else ""
+    if result.worst_row is not None:
+        lines.append(f"  {where}worst row {result.worst_row}")
+    lines.append(repro)
+    return "\n".join(lines)
+
+
+def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: str = "auto",
+                      timeout: float | None = None, regression: bool = True):
+    """Raise ``EquivalenceError`` unless ``candidate(logits, k)`` matches the reference
+    (module docstring); return the ``ComparisonResult`` when it does."""
+    from equiv.candidate import load_candidate
+    from equiv.compare import compare
+    from equiv.devices import resolve_device
+    from equiv.errors import EquivalenceError
+    from equiv.inputs import Recipe
+    from equiv.validation import check_logits
+
+    loaded = load_candidate(candidate)
+    recipe = Recipe.parse(logits) if isinstance(logits, str) else logits
+    if isinstance(recipe, Recipe):
+        x = recipe.build(resolve_device(device))
+    else:
+        recipe = None
+        x = check_logits(logits, k)
+        if device != "auto":
+            x = x.to(resolve_device(device))
+    check_logits(x, k)
+    spec = _replay_spec(candidate, loaded)
+    result = compare(loaded, x, k=k, tolerance=tolerance, recipe=recipe, regression=regression,
+                     name=spec or loaded.spec, timeout=timeout)
+    if result.passed:
+        return result
+    if recipe is not None and spec is not None:
+        repro = result.repro
+    else:
+        repro = _api_repro(spec, x, k, x.device.type)
+    raise EquivalenceError(_message(result, repro), result)

@@ -1,0 +1,189 @@
+"""Which shapes the gate judges and which rows of a large batch ``compare`` judges.
+
+A kernel's dispatch heuristics (split counts, grid caps, vector widths, a special case for small
+batches) live at batch sizes and vocabularies a fixed ``[4, 129280]`` never reaches. This module
+holds the two plans that keep a kernel from dodging the gate that way.
+
+Plan
+----
+1. The shape plan of the tolerance stage (``tolerance_plan``): every family x dtype check gets a
+   few shapes, deterministic from the seed, such that across the plan
+   - every check runs the main vocabulary (``--vocab``, 129280 by default: DeepSeek-V3/V3.2)
+     with a small batch (1, 2, 3, 7, 8, 9, 31, 32 or 33, in a seeded order, so that 9
+     consecutive checks cover all nine),
+   - every other real vocabulary (151936, 151666, 128256, 32000) occurs, and
+   - every large batch size (63-65, 127-129, 255-257: powers of two and their neighbours, and
+     1024) occurs once, each with a vocabulary it fits under ``MAX_SHAPE_ELEMENTS`` (1024 rows
+     fit only V = 32000), spread over the checks by a seeded stride,
+   - shapes alternate between contiguous rows and padded ones (``Recipe.pad``: a row stride
+     wider than V, garbage in the gap).
+   With fewer checks than sizes to place (one dtype, few families), checks get more shapes until
+   every size is placed. Cost (2-core CPU): building a recipe costs ~27 ns and ``compare`` ~15 ns
+   per element (at [1024, 129280]: build 3.6 s, compare 4.4 s judging every row, ~2 s CPU with
+   the row sample), so the quick plan (two dtypes: 170-260M elements over 200 seeds, median
+   224M) costs ~10 s, the whole quick gate for identity_top1 21-24 s (13 s with [4, 129280]
+   only). The budget's ``max_shape_elements`` bounds each shape (quick 2**25; full 2**28, which
+   admits [1024, 151936]).
+2. The rows of a large batch (``judged_rows``): ``compare`` checks the contract and the index
+   range on every row (cheap, on the device) and the reference-based checks (tie set, value,
+   poisoning, regression) on a set of rows: all of them while ``B x V`` is at most
+   ``ALL_ROWS_ELEMENTS`` (the float64 reference costs ~1.7 ms per row at V = 129280), otherwise
+   the first and the last row, the rows at the power-of-two edges (``EDGE_ROWS``, when present)
+   and ``SAMPLE_ROWS`` more drawn with the seed (the recipe's, so a REPRO replays the same rows).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from equiv.validation import check_int
+
+# DeepSeek-V3/V3.2, Qwen2 (embedding rows), a Qwen tokenizer's size, Llama-3, Llama-2
+REAL_VOCABS = (129280, 151936, 151666, 128256, 32000)
+SMALL_BATCHES = (1, 2, 3, 7, 8, 9, 31, 32, 33)
+LARGE_BATCHES = (63, 64, 65, 127, 128, 129, 255, 256, 257, 1024)
+EDGE_BATCHES = SMALL_BATCHES + LARGE_BATCHES
+EDGE_ROWS = (31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257)
+PADS = (1, 7, 129)
+MAX_SHAPE_ELEMENTS = 2 ** 25             # B x V of one shape: 1024 x 32000 and 257 x 129280 fit
+ALL_ROWS_ELEMENTS = 2 ** 24              # judge every row up to 129 rows at V = 129280
+SAMPLE_ROWS = 32                         # seeded random rows on top of the always-judged ones
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One input shape of the plan: ``[batch, vocab]``, rows ``pad`` elements apart beyond V."""
+
+    batch: int
+    vocab: int
+    pad: int = 0
+
+    @property
+    def elements(self) -> int:
+        return self.batch * self.vocab
+
+    def __str__(self) -> str:
+        return f"[{self.batch}, {self.vocab}]" + (f" pad {self.pad}" if self.pad else "")
+
+
+@dataclass(frozen=True)
+class TolerancePlan:
+    """The shapes of each (family, dtype) check; ``checks`` keeps the order they run in."""
+
+    seed: int
+    checks: tuple                        # ((family, dtype), (Shape, ...)), ...
+
+    def __contains__(self, check) -> bool:
+        return any(c == check for c, _ in self.checks)
+
+    def shapes_for(self, family: str, dtype: str) -> tuple:
+        return dict(self.checks)[(family, dtype)]
+
+    def shapes(self) -> list:
+        return [s for _, shapes in self.checks for s in shapes]
+
+    @property
+    def batches(self) -> tuple:
+        return tuple(sorted({s.batch for s in self.shapes()}))
+
+    @property
+    def vocabs(self) -> tuple:
+        return tuple(sorted({s.vocab for s in self.shapes()}))
+
+    @property
+    def elements(self) -> int:
+        return sum(s.elements for s in self.shapes())
+
+    def describe(self) -> str:
+        shapes = self.shapes()
+        padded = sum(1 for s in shapes if s.pad)
+        return (f"{len(shapes)} shapes over {len(self.checks)} checks: B in "
+                f"{{{', '.join(map(str, self.batches))}}}, V in {{{', '.join(map(str, self.vocabs))}}}, "
+                f"{padded} padded, {self.elements / 1e6:.0f}M elements")
+
+    def to_json(self) -> dict:
+        return {"seed": self.seed,
+                "checks": [{"family": f, "dtype": d, "shapes": [vars(s).copy() for s in shapes]}
+                           for (f, d), shapes in self.checks]}
+
+
+def _large_shapes(rng, vocabs, cap: int) -> list:
+    """One shape per large batch size; every vocabulary but the first is placed with one of them
+    (or, if none fits, with a small batch)."""
+    pending = [int(v) for v in rng.permutation(vocabs[1:])]
+    shapes = []
+    for batch in (int(b) for b in rng.permutation(LARGE_BATCHES)):
+        fits = [v for v in pending if batch * v <= cap]
+        if fits:
+            vocab = fits[0]
+            pending.remove(vocab)
+        else:
+            anywhere = [v for v in vocabs if batch * v <= cap] or [min(vocabs)]
+            vocab = int(rng.choice(anywhere))
+        shapes.append((batch, vocab))
+    shapes += [(int(rng.choice(SMALL_BATCHES)), v) for v in pending]
+    return shapes
+
+
+def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = 129280,
+                   max_shape_elements: int = MAX_SHAPE_ELEMENTS) -> TolerancePlan:
+    """The shapes of every family x dtype check (module docstring, plan 1)."""
+    seed = check_int("seed", seed, min_value=0)
+    vocab = check_int("vocab", vocab, min_value=1)
+    checks = [(f, d) for d in dtypes for f in families]
+    if not checks:
+        return TolerancePlan(seed, ())
+    rng = np.random.default_rng([seed, 0xC0])
+    vocabs = (vocab,) + tuple(v for v in REAL_VOCABS if v != vocab)
+    small = [int(b) for b in rng.permutation(SMALL_BATCHES)]
+    n = len(checks)
+    per_check: list[list] = [[] for _ in checks]
+    pad_at = int(rng.integers(2))
+    for i in range(max(n, len(small))):          # the main vocabulary, a small batch, every check
+        pad = int(PADS[i % len(PADS)]) if (i + pad_at) % 2 else 0
+        per_check[i % n].append(Shape(small[i % len(small)], vocab, pad))
+    large = _large_shapes(rng, vocabs, max_shape_elements)
+    offset, stride = int(rng.integers(n)), _stride(n, len(large))
+    for j, (batch, v) in enumerate(large):        # spread over dtypes and families
+        pad = 0 if (j + pad_at) % 2 else int(PADS[j % len(PADS)])
+        per_check[(offset + j * stride) % n].append(Shape(batch, v, pad))
+    return TolerancePlan(seed, tuple((c, tuple(s)) for c, s in zip(checks, per_check)))
+
+
+def _stride(n: int, m: int) -> int:
+    """A step coprime with n, about n / m, so that m placements land on m different checks."""
+    step = max(1, n // max(m, 1))
+    while np.gcd(step, n) != 1:
+        step += 1
+    return step
+
+
+def judged_rows(batch: int, vocab: int, *, rows=None, seed: int = 0) -> np.ndarray:
+    """Sorted row indices whose values ``compare`` judges (module docstring, plan 2).
+
+    ``rows``: None (all rows up to ``ALL_ROWS_ELEMENTS``, else a sample), ``"all"``, an int (the
+    always-judged rows plus that many seeded random ones) or a sequence of row indices."""
+    from equiv.errors import InvalidArgument
+
+    batch = check_int("batch", batch, min_value=0)
+    if rows is None:
+        rows = "all" if batch * vocab <= ALL_ROWS_ELEMENTS else SAMPLE_ROWS
+    if isinstance(rows, str):
+        if rows != "all":
+            raise InvalidArgument(f"rows={rows!r} is invalid: give 'all', a number of random rows "
+                                  f"or a list of row indices")
+        return np.arange(batch)
+    if isinstance(rows, (int, np.integer)) and not isinstance(rows, bool):
+        n = check_int("rows", rows, min_value=0)
+        if batch == 0:
+            return np.arange(0)
+        always = np.unique([0, batch - 1] + [r for r in EDGE_ROWS if r < batch])
+        rest = np.setdiff1d(np.arange(batch), always)
+        drawn = np.random.default_rng([seed, 0x50]).choice(rest, size=min(n, rest.size), replace=False)
+        return np.union1d(always, drawn).astype(np.int64)
+    picked = np.unique(np.asarray(list(rows), dtype=np.int64))
+    if picked.size and (picked[0] < 0 or picked[-1] >= batch):
+        bad = picked[(picked < 0) | (picked >= batch)][0]
+        raise InvalidArgument(f"rows holds {int(bad)}, outside [0, {batch}): give row indices of the batch")
+    return picked

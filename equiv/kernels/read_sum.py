@@ -1,0 +1,69 @@
+"""A plain read-sum of a ``[B, V]`` tensor: the bench's size-matched ceiling (issue 14).
+
+Plan: the least a draft top-k kernel must do is read the logits once, so the time of a kernel
+that only reads them (and adds them up, so the reads cannot be skipped) is the limit for that
+exact size, fixed costs included: the launch, the first DRAM round trip, the tail of the last
+wave. ``equiv bench`` times this and ``torch.sum(dim=-1)`` in its own protocol and takes the
+faster as the size-matched ceiling.
+
+The kernel reads the same tiles as ``fused_softmax_topk`` (ROWS x LANES logits, one 16-byte load
+per thread and row, whole tiles unmasked) and splits rows the same way (one wave of programs,
+``split_rows``), so a gap between the two is the fused kernel's own work, not a layout choice.
+Split rows add their partial sums into a zeroed output (a memset and an atomic add per program).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+ROWS = 4
+WARPS = 4
+PROGRAMS_PER_SM = 8
+
+
+@triton.jit
+def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
+                     LANES: tl.constexpr, SPLIT: tl.constexpr):
+    row = tl.program_id(0)
+    start = tl.program_id(1) * CHUNK
+    stop = tl.minimum(start + CHUNK, V)
+    lane = tl.arange(0, LANES)
+    tile = tl.arange(0, ROWS)[:, None] * LANES + lane[None, :]
+    x_row = x_ptr + row.to(tl.int64) * stride_row
+    acc = tl.zeros([LANES], tl.float32)
+    full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
+    for off in range(start, full_stop, ROWS * LANES):
+        acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+    if full_stop < stop:
+        offs = full_stop + tile
+        acc += tl.sum(tl.load(x_row + offs, mask=offs < stop, other=0.0).to(tl.float32), 0)
+    total = tl.sum(acc, 0)
+    if SPLIT:
+        tl.atomic_add(out_ptr + row, total, sem="relaxed")
+    else:
+        tl.store(out_ptr + row, total)
+
+
+def read_sum(x: torch.Tensor) -> torch.Tensor:
+    """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32."""
+    from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
+
+    batch, vocab = x.shape
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    if INTERPRETED or x.device.type != "cuda":
+        lanes, slots = INTERP_LANES, 4
+        x = x.float()
+    else:
+        lanes = WARPS * 32 * (16 // x.element_size())
+        slots = PROGRAMS_PER_SM * _sm_count(x.device)
+    block = ROWS * lanes
+    tiles = triton.cdiv(vocab, block)
+    splits = max(1, min(split_rows(batch, slots), tiles))
+    chunk = triton.cdiv(tiles, splits) * block
+    splits = triton.cdiv(vocab, chunk)
+    out = (torch.zeros if splits > 1 else torch.empty)(batch, dtype=torch.float32, device=x.device)
+    _read_sum_kernel[(batch, splits)](x, x.stride(0), vocab, chunk, out, ROWS=ROWS, LANES=lanes,
+                                      SPLIT=splits > 1, num_warps=WARPS)
+    return out

@@ -1,0 +1,156 @@
+"""How the judge calls a verifier: seeded calls on one input recipe, through the runner.
+
+Plan. ``draw(fn, device, payload)`` is a *probe* of ``equiv.run``: our trusted code that the
+runner runs next to the live callable (in the supervised worker for a user's verifier,
+in-process for ours). It builds the recipe's inputs once on ``device``, each inside a guard band
+(``equiv.run.guard.Guarded``: the one rule for "modified its input"), and calls
+``fn(draft_token_ids, draft_probs, target_probs, generator)`` once per seed with a fresh
+``torch.Generator`` on that device. After every call it checks what the contract fixes without
+statistics -- a ``torch.Tensor``, int64, ``[B, n+1]``, on the inputs' device -- and the guard
+bands, after the device synchronized. It returns plain values (they cross the process boundary):
+``{"outputs": [calls, B, n+1] int64, "problem": one line or None}``. A repeated seed is how the
+judge asks whether the same generator seed gives the same output.
+
+``run_draws`` asks the candidate's runner for that probe, under a time-out of ``timeout`` per
+call: a verifier that hangs, exits, is killed or raises a ``BaseException`` becomes a ``Draws``
+with the runner's one-line problem, and the judge goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
+
+
+@dataclass(frozen=True)
+class Draws:
+    """Outputs of seeded calls on one recipe. ``outputs`` is ``[calls, B, n+1]`` int64 for the
+    calls that ran well; ``problem`` the first contract problem (one line), else None."""
+
+    recipe: str
+    seeds: tuple
+    outputs: np.ndarray
+    problem: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def _shape_problem(out, want, device) -> str | None:
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return f"returned a {type(out).__name__}, not a torch.Tensor of token ids"
+    if out.dtype != torch.int64:
+        return f"returned dtype {str(out.dtype).replace('torch.', '')}, not int64"
+    if tuple(out.shape) != want:
+        return f"returned shape {list(out.shape)}, not {list(want)} ([B, n+1])"
+    if out.device != device:
+        return f"returned a tensor on {out.device}, not on the inputs' device {device}"
+    return None
+
+
+def draw(fn, device, payload) -> dict:
+    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
+    import torch
+
+    from equiv.ops.verify.recipes import VerifyRecipe
+    from equiv.run.guard import Guarded
+
+    recipe = VerifyRecipe.parse(payload["recipe"])
+    guards = [None if t is None else Guarded(t, name)
+              for t, name in zip(recipe.build(device), INPUT_NAMES)]
+    args = [None if g is None else g.tensor for g in guards]
+    dev = args[2].device
+    want = (recipe.batch, recipe.n + 1)
+    outs, problem = [], None
+    for seed in payload["seeds"]:
+        gen = torch.Generator(device=dev).manual_seed(int(seed))
+        try:
+            out = fn(*args, gen)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as exc:                    # the candidate's own failure is a verdict
+            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            problem = f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+            break
+        problem = _shape_problem(out, want, dev) or next(
+            (p for p in (g.problem("during the call") for g in guards if g is not None) if p), None)
+        if problem:
+            break
+        outs.append(out.cpu().numpy())
+    stacked = np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)
+    return {"outputs": stacked, "problem": problem}
+
+
+def runner_target(candidate):
+    """What the runner is asked for: a spec (a user's verifier runs in the worker, ours in
+    process), or the callable itself when the caller handed one."""
+    if isinstance(candidate, str):
+        return candidate.strip()
+    spec = getattr(candidate, "spec", None)
+    if spec and (getattr(candidate, "builtin", False) or ":" in spec):
+        return spec
+    return getattr(candidate, "fn", candidate)
+
+
+def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:
+    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
+    from equiv.run import runner_for
+
+    payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds]}
+    budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
+    runner = runner_for(runner_target(candidate), device=device, timeout=budget, op="verify")
+    got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
+    if not got.ok:
+        empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
+        return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}")
+    return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"])
+
+
+@dataclass(frozen=True)
+class HostTriple:
+    """A verifier's inputs as host arrays, built again on the runner's device (an ``equiv.run``
+    input description, for callers that hold live tensors: the MTP harness)."""
+
+    draft_token_ids: np.ndarray
+    draft_probs: np.ndarray | None
+    target_probs: np.ndarray
+
+    def build(self, device="cpu"):
+        import torch
+
+        def put(a):
+            return None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device)
+        return put(self.draft_token_ids), put(self.draft_probs), put(self.target_probs)
+
+
+def verifier_function(candidate, device: str, timeout: float | None = 60.0):
+    """``call(d, q, p, seed) -> output tensor on p's device`` for ``candidate``: ours and a
+    callable run in this process on the live tensors; a user's spec runs in its supervised worker
+    on a copy. A call that goes wrong raises ``EquivError`` with the runner's one-line problem."""
+    import torch
+
+    from equiv.errors import EquivError
+    from equiv.run import Seeded, runner_for
+
+    runner = runner_for(runner_target(candidate), device=device, timeout=timeout, op="verify")
+    if not runner.isolated:
+        def local(d, q, p, seed):
+            return runner.fn(d, q, p, torch.Generator(device=p.device).manual_seed(int(seed)))
+        return local
+
+    def isolated(d, q, p, seed):
+        host = HostTriple(d.cpu().numpy(), None if q is None else q.cpu().numpy(), p.cpu().numpy())
+        got = runner.call(host, Seeded(int(seed)), names=INPUT_NAMES)
+        if not got.ok:
+            raise EquivError(f"the verifier {got.problem}")
+        out = got.value
+        if getattr(out, "dtype", None) != "int64" or tuple(out.shape) != (d.shape[0], d.shape[1] + 1):
+            raise EquivError(f"the verifier returned {getattr(out, 'dtype', type(out).__name__)} "
+                             f"{list(getattr(out, 'shape', ()))}, not int64 [B, n+1]")
+        return torch.from_numpy(out.values).to(p.device)
+    return isolated

@@ -1,0 +1,125 @@
+"""The pre-merge gate of a verifier (``equiv gate --op verify``): one verdict with its evidence.
+
+Plan
+----
+1. Load the verifier (an unloadable spec is a usage error, exit 2, before any work).
+2. ``properties``: the exact verify properties of ``properties/test_verify.py`` through pytest in
+   a subprocess (``--equiv-op verify``), as the draft gate runs its suite: Hypothesis-drawn
+   recipes (shrunk on failure) and the fixed contract plan (``plans.contract_cases``: every
+   family x draft kind, n from 1 to 8, V from 1 to 129280, padded rows). One gate check per test.
+3. ``statistics``: the statistical plan of the budget through the judge, in this process: the
+   exact checks (contract, support, greedy) again on its large batches, then acceptance
+   (binomial) and distribution (chi-square) at the family-wise alpha of ``judge.FAMILY_ALPHA``;
+   one gate check per judge check.
+The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
+``--junit`` outputs are the draft gate's.
+"""
+from __future__ import annotations
+
+import time
+
+from equiv.validation import check_choice, check_choices, check_int
+
+STAGES = ("properties", "statistics")
+DEFAULT_STAGES = STAGES
+_PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
+
+
+def _gate_checks(stage: str, verdict, duration_s: float) -> list:
+    from equiv.gate import GateCheck
+
+    share = duration_s / max(len(verdict.checks), 1)
+    return [GateCheck(f"{stage}:{c.check}", c.passed, c.detail,
+                      counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
+                      repro=None if c.passed else c.repro, duration_s=share)
+            for c in verdict.checks]
+
+
+def _load(spec, device: str, timeout: float):
+    """``(target, name, abnormal outcome or None)``: the verifier loaded where it will run (a
+    user's in its worker); an unloadable spec raises ``CandidateLoadError`` (exit 2) first."""
+    from equiv.ops.verify.paths import load_verifier
+    from equiv.run import load_check, resolve_spec
+
+    if not isinstance(spec, str):
+        cand = load_verifier(spec)                  # a callable: it runs in this process
+        return cand, cand.spec, None
+    spec = spec.strip()
+    if ":" not in spec:
+        name = load_verifier(spec).spec             # a built-in name (or the one-line error)
+        return name, name, None
+    spec = resolve_spec(spec)                       # a file made absolute: pytest runs elsewhere
+    return spec, spec, load_check(spec, device, timeout, op="verify")
+
+
+def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
+                    timeout=60.0, stages=DEFAULT_STAGES, progress=None):
+    """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
+    from equiv.devices import resolve_device
+    from equiv.gate import GateCheck, GateResult, Stage, _stage, property_checks
+    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.plans import BUDGETS, plan
+    from equiv.properties.subjects import parse_timeout
+
+    budget = check_choice("budget", budget, BUDGETS)
+    seed = check_int("seed", seed, min_value=0)
+    timeout = parse_timeout(timeout)
+    stages = check_choices("stages", stages, STAGES)
+    device = resolve_device(device)
+    target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
+    t0 = time.perf_counter()
+    checks, done, calls = [], [], 0
+    if loaded is not None:
+        checks.append(GateCheck("load", False, f"the verifier {loaded.problem}"))
+        done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
+    for n, name in enumerate(stages if loaded is None else ()):
+        if progress:
+            progress(n, len(stages), name)
+        if name == "properties":
+            stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
+                _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
+            got, st = property_checks(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
+                                      seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
+                                      select="not verify_statistics")
+        elif any("did not return within" in c.detail for c in checks):
+            got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
+        else:
+            again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
+                     f"--seed {seed} --device {device}")
+            verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
+                                seed=seed, timeout=timeout, repro=again)
+            calls += verdict.calls
+            got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
+            st = _stage("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
+                                            "rows": verdict.rows,
+                                            "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
+                                                       f"{verdict.rows} rows"})
+        checks += got
+        done.append(st)
+    if progress:
+        progress(len(stages), len(stages), "done")
+    done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
+    effective = any(st.effective for st in done)
+    return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
+                      checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done), calls=calls,
+                      op="verify")
+
+
+def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
+                     timeout=60.0):
+    """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
+    statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
+    from equiv.devices import resolve_device
+    from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
+    from equiv.ops.verify.recipes import VerifyRecipe
+    from equiv.properties.subjects import parse_timeout
+
+    recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
+    calls = check_int("calls", calls, min_value=1)
+    seed = check_int("seed", seed, min_value=0)
+    device = resolve_device(device)
+    timeout = parse_timeout(timeout)
+    target, spec, _ = _load(spec, device, timeout)
+    case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
+    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout)

@@ -1,0 +1,136 @@
+"""The built-in verifiers and the loading of a user's one.
+
+A verifier is ``fn(draft_token_ids [B, n] int64, draft_probs [B, n, V] float32 or None,
+target_probs [B, n+1, V] float32, generator: torch.Generator) -> output_token_ids [B, n+1]
+int64``: position ``j < n`` holds the draft if accepted (probability ``min(1, p/q)``), the first
+rejected position a token drawn from ``max(0, p - q)`` renormalised, later positions ``-1``; when
+all ``n`` are accepted position ``n`` holds a bonus token drawn from ``p_n``. All randomness comes
+from ``generator``; the inputs are left unchanged.
+
+Built-in paths (``VERIFIERS``):
+- ``torch_sampler``: vectorized torch in the engines' style: one uniform per draft position,
+  the first rejection found with a cumulative product, then one inverse-CDF draw per row
+  (float32 prefix sums and ``searchsorted``, as a fused sampling kernel does) from the residual at
+  the first rejection or from ``p_n``. Runs wherever the inputs are; no host synchronisation.
+- ``reference_sampler``: the NumPy float64 sampler of ``equiv.reference.verify`` (draws from
+  the exact law the judge tests against), seeded from ``generator``; its use is to check the
+  judge's statistics, not the law.
+"""
+from __future__ import annotations
+
+import inspect
+
+from equiv.errors import CandidateLoadError
+
+
+def acceptance_ratio(draft_token_ids, draft_probs, target_probs):
+    """``min(1, p_j(d_j) / q_j(d_j))`` ``[B, n]`` float32 (``q = 1`` for a one-hot draft)."""
+    d = draft_token_ids
+    p_d = target_probs[:, : d.shape[1]].gather(2, d[..., None])[..., 0]
+    if draft_probs is None:
+        return p_d.clamp(max=1.0)
+    return (p_d / draft_probs.gather(2, d[..., None])[..., 0]).clamp(max=1.0)
+
+
+def first_rejection(ratio, uniforms):
+    """``[B]``: the first position whose uniform is not under its ratio (n when none)."""
+    import torch
+
+    return torch.cumprod((uniforms < ratio).to(torch.int64), dim=1).sum(dim=1)
+
+
+def drawn_law(draft_token_ids, draft_probs, target_probs, stop):
+    """``[B, V]`` (a fresh tensor): the residual ``max(0, p - q)`` at the first rejection, or
+    ``p_n`` where every draft was accepted; unnormalised."""
+    import torch
+
+    d, p = draft_token_ids, target_probs
+    n = d.shape[1]
+    rows = torch.arange(d.shape[0], device=p.device)
+    rejected = (stop < n)[:, None]
+    at = stop.clamp(max=n - 1)
+    law = p[rows, stop]
+    if draft_probs is None:
+        tok = d[rows, at][:, None]
+        law.scatter_(1, tok, torch.where(rejected, 0.0, law.gather(1, tok)))
+    else:                                          # rows that accepted all keep p_n as it is
+        law.addcmul_(draft_probs[rows, at], rejected.to(law.dtype), value=-1.0).clamp_(min=0.0)
+    return law
+
+
+def inverse_cdf(law, uniforms):
+    """``[B, 1]``: one token per row of the unnormalised ``law`` for ``uniforms [B, 1]``."""
+    import torch
+
+    cdf = torch.cumsum(law, dim=1)
+    total = cdf[:, -1:]
+    target = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target, right=True)      # target < total: a token of mass > 0
+
+
+def emit(draft_token_ids, stop, drawn):
+    """``[B, n+1]``: accepted drafts, the drawn token at ``stop``, then -1."""
+    import torch
+
+    d = draft_token_ids
+    cols = torch.arange(d.shape[1] + 1, device=d.device)
+    out = torch.where(cols < stop[:, None], torch.cat([d, d[:, :1]], 1), -1)
+    return out.scatter(1, stop[:, None], drawn)
+
+
+def torch_sampler(draft_token_ids, draft_probs, target_probs, generator):
+    import torch
+
+    d, q, p = draft_token_ids, draft_probs, target_probs
+    uniforms = torch.rand((d.shape[0], d.shape[1] + 1), generator=generator, device=p.device)
+    stop = first_rejection(acceptance_ratio(d, q, p), uniforms[:, :-1])
+    return emit(d, stop, inverse_cdf(drawn_law(d, q, p, stop), uniforms[:, -1:]))
+
+
+def reference_sampler(draft_token_ids, draft_probs, target_probs, generator):
+    import numpy as np
+    import torch
+
+    from equiv.reference.verify import sample
+
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
+    q = None if draft_probs is None else draft_probs.cpu().numpy()
+    out = sample(draft_token_ids.cpu().numpy(), q, target_probs.cpu().numpy(), np.random.default_rng(seed))
+    return torch.from_numpy(out).to(target_probs.device)
+
+
+VERIFIERS = {"torch_sampler": torch_sampler, "reference_sampler": reference_sampler}
+DESCRIPTIONS = {
+    "torch_sampler": "vectorized torch: uniforms, first rejection, one float32 inverse-CDF draw per row",
+    "reference_sampler": "NumPy float64 draws from the exact law (checks the judge's statistics)",
+}
+
+
+def verifier_names() -> list[str]:
+    return list(VERIFIERS)
+
+
+def load_verifier(spec):
+    """A ``Candidate`` for a built-in verifier name, ``pkg.mod:fn`` or ``file.py:fn``."""
+    from equiv.candidate import Candidate, resolve_callable
+
+    if callable(spec) and not isinstance(spec, str):
+        name = getattr(spec, "name", None) or getattr(spec, "__qualname__", repr(spec))
+        return Candidate(str(name), spec, builtin=str(name) in VERIFIERS)
+    if isinstance(spec, str) and spec.strip() in VERIFIERS:
+        return Candidate(spec.strip(), VERIFIERS[spec.strip()], builtin=True)
+    if not isinstance(spec, str) or ":" not in spec:
+        raise CandidateLoadError(
+            f"verifier {spec!r} is not a built-in verifier ({', '.join(VERIFIERS)}) and has no "
+            f"':function' part: write package.module:function or path/to/file.py:function")
+    spec = spec.strip()
+    fn = resolve_callable(spec)
+    try:
+        inspect.signature(fn).bind(object(), None, object(), object())
+    except TypeError:
+        raise CandidateLoadError(
+            f"verifier {spec!r}: signature {inspect.signature(fn)} cannot be called as "
+            f"fn(draft_token_ids, draft_probs, target_probs, generator)") from None
+    except ValueError:
+        pass                                         # no signature to read: trust it
+    return Candidate(spec, fn, builtin=False)

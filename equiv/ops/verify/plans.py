@@ -1,0 +1,84 @@
+"""What the verify gate runs: the recipes of each budget and how many calls each gets.
+
+Plan. Two kinds of case (``judge.Case``):
+
+- *contract cases* (exact checks only): every family x draft kind (``probs``, ``onehot``) at a
+  size from ``CONTRACT_SIZES`` -- n from 1 to 8, V from 1 to 129280, tile edges (33, 1025, 4097),
+  padded (non-contiguous) inputs on every other case -- small batches, one call plus the replay;
+- *statistical cases*: batches that copy a few problems many times, so one call yields hundreds
+  of draws of each (p, q, d) triple; their outputs also feed the acceptance and distribution
+  tests. ``quick`` fits the 2-core CPU budget of a pull request (V = 129280 for the realistic and
+  tiny-q cases, smaller V for the bulk of the draws); ``full`` draws 2**15+ tokens at V = 129280
+  (nightly, or one GPU: docs/verify.md has its power).
+
+Seeds: case ``i`` of a plan with seed ``s`` uses the recipe seed ``s + i`` and generator seeds
+from ``1000 * (s + i)`` on, so every case is replayable alone from its ``REPRO:`` line.
+"""
+from __future__ import annotations
+
+from equiv.ops.verify.judge import Case
+from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
+from equiv.validation import check_choice
+
+BUDGETS = ("quick", "full")
+# (n, vocab) pairs the contract cases cycle through; V = 1 only where a family allows it.
+CONTRACT_SIZES = ((1, 129280), (3, 33), (8, 1025), (2, 2), (5, 4097), (4, 129280), (1, 1000), (2, 1))
+_NEEDS_TWO_TOKENS = ("disjoint", "tiny_q", "ties", "neginf_zeros")
+
+# family, draft, n, vocab, batch, problems, calls: the statistical cases of each budget.
+_STATISTICAL = {
+    "quick": (
+        ("realistic", "probs", 3, 129280, 384, 8, 2),
+        ("tiny_q", "probs", 1, 129280, 256, 4, 1),
+        ("realistic", "onehot", 2, 4097, 4096, 8, 2),
+        ("neginf_zeros", "probs", 2, 1025, 4096, 8, 2),
+        ("bf16_rounded", "probs", 2, 4097, 2048, 8, 2),
+        ("ties", "probs", 1, 33, 4096, 8, 1),
+        ("equal", "probs", 2, 1025, 2048, 4, 1),
+        ("disjoint", "probs", 1, 1025, 2048, 4, 1),
+        ("onehot_target", "probs", 3, 129280, 64, 8, 1),
+    ),
+    "full": (
+        ("realistic", "probs", 3, 129280, 4096, 16, 8),
+        ("realistic", "onehot", 2, 129280, 4096, 16, 4),
+        ("tiny_q", "probs", 1, 129280, 2048, 8, 2),
+        ("neginf_zeros", "probs", 2, 129280, 2048, 8, 2),
+        ("bf16_rounded", "probs", 2, 129280, 2048, 8, 2),
+        ("ties", "probs", 1, 129280, 2048, 8, 2),
+        ("equal", "probs", 2, 129280, 2048, 8, 2),
+        ("disjoint", "probs", 1, 129280, 2048, 8, 2),
+        ("onehot_target", "onehot", 3, 129280, 512, 8, 1),
+    ),
+}
+
+
+def contract_cases(seed: int = 0, start: int = 0) -> list:
+    cases, i = [], start
+    for family in FAMILIES:
+        for draft in DRAFTS:
+            n, vocab = CONTRACT_SIZES[i % len(CONTRACT_SIZES)]
+            if vocab < 2 and family in _NEEDS_TWO_TOKENS:
+                vocab = 2
+            recipe = VerifyRecipe(family=family, seed=seed + i, batch=8, n=n, vocab=vocab, problems=4,
+                                  draft=draft, pad=3 * (i % 2))
+            cases.append(Case(recipe, 1, 1000 * (seed + i)))
+            i += 1
+    return cases
+
+
+def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0) -> list:
+    budget = check_choice("budget", budget, BUDGETS)
+    cases = []
+    for i, (family, draft, n, vocab, batch, problems, calls) in enumerate(_STATISTICAL[budget], start):
+        recipe = VerifyRecipe(family=family, seed=seed + i, batch=batch, n=n, vocab=vocab,
+                              problems=problems, draft=draft)
+        cases.append(Case(recipe, calls, 1000 * (seed + i), statistical=True))
+    return cases
+
+
+def plan(budget: str = "quick", seed: int = 0, parts=("contract", "statistics")) -> list:
+    """The cases of a gate run: contract cases first (cheap, they stop a broken verifier early)."""
+    cases = contract_cases(seed) if "contract" in parts else []
+    if "statistics" in parts:
+        cases += statistical_cases(budget, seed, start=len(FAMILIES) * len(DRAFTS))
+    return cases

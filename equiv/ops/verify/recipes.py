@@ -1,0 +1,204 @@
+"""Input recipes of the verifier: (target p, draft q, draft tokens d) triples, replayable anywhere.
+
+Plan. A ``VerifyRecipe`` is a small description -- family, seed, batch, n, vocab, problems,
+noise, draft, pad -- that ``build(device)`` turns into the verifier's three inputs
+``(draft_token_ids [B, n] int64, draft_probs [B, n, V] float32 or None, target_probs
+[B, n+1, V] float32)``. Hypothesis shrinks it field by field, and ``str(recipe)`` (parsed back by
+``VerifyRecipe.parse``) is what ``REPRO:`` lines carry:
+``realistic:seed=3,batch=64,n=3,vocab=129280``.
+
+*Problems and rows.* A recipe holds ``problems`` distinct triples (each made from its own seed
+``[seed, i]`` in NumPy float64, then rounded to float32 once), and row ``b`` of the batch is a copy
+of problem ``b % problems``: one call draws ``batch / problems`` independent outputs of each
+triple, so statistics need few calls and the exact law is computed once per problem. Rows of
+different problems interleave, so a verifier that reads a neighbour's row is seen.
+
+*Draft tokens* are fixed per problem: drawn from ``q`` (normalised in float64) with
+``draft=probs``; the argmax of a hidden draft distribution with ``draft=onehot`` (then
+``draft_probs`` is None, as for a greedy drafter); a chosen token for ``tiny_q``. The exact law
+is conditional on them (reference/verify.py).
+
+Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a random permutation
+(``s`` in [1.05, 1.8]) plus noise, and q the softmax of p's logits plus ``noise * N(0, 1)``:
+- ``realistic``: as above (acceptance ~0.5-0.8 per position at noise 1);
+- ``equal``: ``q == p`` bit for bit (everything accepted, every row draws a bonus);
+- ``disjoint``: p and q live on complementary halves of the vocabulary (nothing accepted);
+- ``tiny_q``: the draft token has ``q = 2**-32`` and ``p = 0.3 q`` (acceptance 0.3; both underflow
+  in float16), at a token where q exceeded p (so the residual keeps mass; ``p = q`` when none);
+- ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
+- ``ties``: the top ``ties`` tokens of p and of q are exact ties;
+- ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
+  carry extra draft mass, so drafts land where the target forbids them;
+- ``bf16_rounded``: p and q rounded to bfloat16 values (kept float32): sums are off by ~1e-3.
+``pad > 0`` makes every input a slice ``[..., :V]`` of a wider buffer whose padding holds 1.0.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from equiv.recipe_text import recipe_parse, recipe_str
+from equiv.validation import check_choice, check_float, check_int
+
+FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
+            "bf16_rounded")
+DRAFTS = ("probs", "onehot")
+TINY_Q = 2.0 ** -32              # under float16's smallest subnormal (2**-24): it flushes to 0
+TINY_RATIO = 0.3                 # p = 0.3 q at the tiny draft token: acceptance 0.3
+_PAD_FILL = 1.0                  # garbage in the padding: a probability that would win if read
+
+
+@dataclass(frozen=True)
+class Problems:
+    """The distinct triples of a recipe, NumPy: ``target [P, n+1, V]``, ``draft [P, n, V]`` (None
+    for a one-hot draft), ``tokens [P, n]`` int64; all float32 except the tokens."""
+
+    target: np.ndarray
+    draft: np.ndarray | None
+    tokens: np.ndarray
+
+
+@dataclass(frozen=True)
+class VerifyRecipe:
+    """A replayable description of the verifier's inputs (module docstring)."""
+
+    family: str = "realistic"
+    seed: int = 0
+    batch: int = 8
+    n: int = 3
+    vocab: int = 129280
+    problems: int = 4
+    noise: float = 1.0
+    draft: str = "probs"
+    ties: int = 2
+    pad: int = 0
+
+    def __post_init__(self):
+        check_choice("family", self.family, FAMILIES)
+        check_choice("draft", self.draft, DRAFTS)
+        check_int("seed", self.seed, min_value=0)
+        check_int("batch", self.batch, min_value=1)
+        check_int("n", self.n, min_value=1, max_value=16)
+        check_int("vocab", self.vocab, min_value=2 if self.family == "disjoint" else 1)
+        check_int("problems", self.problems, min_value=1)
+        check_int("ties", self.ties, min_value=2)
+        check_int("pad", self.pad, min_value=0)
+        check_float("noise", self.noise, min_value=0.0)
+
+    @property
+    def n_problems(self) -> int:
+        return min(self.problems, self.batch)
+
+    def __str__(self) -> str:
+        return recipe_str(self, always=("seed", "batch", "n", "vocab"))
+
+    @classmethod
+    def parse(cls, text: str) -> "VerifyRecipe":
+        """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
+        return recipe_parse(cls, text, what="verify recipe")
+
+    def _repr_pretty_(self, printer, cycle):
+        printer.text(f"VerifyRecipe.parse({str(self)!r})")
+
+    def with_(self, **changes) -> "VerifyRecipe":
+        return replace(self, **changes)
+
+    def rows(self) -> np.ndarray:
+        """The problem each row copies: ``[batch]`` int64."""
+        return np.arange(self.batch, dtype=np.int64) % self.n_problems
+
+    def make_problems(self) -> Problems:
+        """The distinct triples (cached: a V = 129280 recipe costs ~0.1 s per problem)."""
+        return _problems(replace(self, batch=self.n_problems, pad=0))
+
+    def build(self, device="cpu"):
+        """``(draft_token_ids, draft_probs or None, target_probs)`` on ``device``."""
+        import torch
+
+        pr = self.make_problems()
+        copies = -(-self.batch // self.n_problems)
+
+        def rows_of(arr):                          # row b = problem b % P: whole copies, then cut
+            t = torch.from_numpy(arr).to(device)
+            t = t.repeat(copies, *([1] * (t.dim() - 1)))[: self.batch]
+            if not self.pad or t.dtype != torch.float32:
+                return t
+            buf = torch.full((*t.shape[:-1], t.shape[-1] + self.pad), _PAD_FILL, dtype=t.dtype, device=device)
+            buf[..., : t.shape[-1]] = t
+            return buf[..., : t.shape[-1]]
+
+        draft = None if pr.draft is None else rows_of(pr.draft)
+        return rows_of(pr.tokens), draft, rows_of(pr.target)
+
+
+def _softmax(x):
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the nearest bfloat16 (ties to even), kept as float32."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _zipf_logits(rng, V):
+    s = rng.uniform(1.05, 1.8)
+    return -s * np.log1p(rng.permutation(V).astype(np.float64)) + 0.3 * rng.standard_normal(V)
+
+
+def _one_problem(r: VerifyRecipe, i: int):
+    rng = np.random.default_rng([r.seed, i])
+    n, V, fam = r.n, r.vocab, r.family
+    t = np.stack([_zipf_logits(rng, V) for _ in range(n + 1)])              # target logits
+    g = t[:n] + r.noise * rng.standard_normal((n, V))                       # hidden draft logits
+    if fam == "ties":
+        for row in (t, g):
+            for j in range(row.shape[0]):
+                top = np.argsort(-row[j], kind="stable")[: min(r.ties, V)]
+                row[j, top] = row[j, top[0]]
+    if fam == "disjoint":
+        mask = np.zeros(V, dtype=bool)
+        mask[rng.permutation(V)[: V // 2]] = True                          # p's half
+        t[:, ~mask] = -np.inf
+        g[:, mask] = -np.inf
+    if fam == "neginf_zeros":
+        tail = min(max(V // 8, 1), V - 1)
+        if tail:
+            t[:, V - tail:] = -np.inf
+            g[:, V - tail:] += 2.0
+    p, q = _softmax(t), _softmax(g)
+    if fam == "onehot_target":
+        p = np.zeros_like(t)
+        p[np.arange(n + 1), np.argmax(t, axis=1)] = 1.0
+    if fam == "equal":
+        q = p[:n].copy()
+    p, q = p.astype(np.float32), q.astype(np.float32)
+    if fam == "bf16_rounded":
+        p, q = _bf16(p), _bf16(q)
+    if fam == "tiny_q":
+        d = np.empty(n, dtype=np.int64)
+        for j in range(n):
+            # A token where q exceeds p by far more than rounding: making both tiny there moves
+            # q's surplus onto the other tokens, so the residual keeps a mass >= that surplus.
+            over = np.flatnonzero(q[j].astype(np.float64) > p[j].astype(np.float64) + 1e-6)
+            d[j] = over[np.argsort(p[j][over], kind="stable")[over.size // 2]] if over.size else 0
+            q[j, d[j]] = np.float32(TINY_Q)
+            p[j, d[j]] = np.float32(TINY_RATIO * TINY_Q if over.size else TINY_Q)
+    elif r.draft == "onehot":
+        d = np.argmax(q, axis=1).astype(np.int64)
+    else:
+        d = np.array([rng.choice(V, p=q[j].astype(np.float64) / q[j].astype(np.float64).sum())
+                      for j in range(n)], dtype=np.int64)
+    return p, (None if r.draft == "onehot" else q), d
+
+
+@functools.lru_cache(maxsize=8)
+def _problems(r: VerifyRecipe) -> Problems:
+    made = [_one_problem(r, i) for i in range(r.batch)]
+    draft = None if made[0][1] is None else np.stack([m[1] for m in made])
+    return Problems(np.stack([m[0] for m in made]), draft, np.stack([m[2] for m in made]))

@@ -1,0 +1,167 @@
+"""How the gate runs the property suite in a subprocess, and how to run it again by hand.
+
+Plan
+----
+- Where: the caller's working folder, with the caller's environment, so that a candidate given
+  as ``kernel.py:fn`` or ``kernel:fn`` (``PYTHONPATH=.``) resolves as it did for the caller. File
+  specs are made absolute first, and so are relative ``PYTHONPATH`` entries, so nothing depends
+  on the folder after all.
+- Shielded from the project it runs in: ``-c`` names the ini shipped beside the suite
+  (``equiv/properties/pytest.ini``) and ``--rootdir`` the suite's folder, so no
+  ``pytest.ini``/``pyproject.toml`` of the caller's is read; ``--noconftest`` keeps the caller's
+  ``conftest.py`` out (pytest reads the one in the invocation folder even past ``--confcutdir``)
+  and ``-p equiv.properties.conftest`` loads the suite's own as a plugin;
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with ``-p hypothesispytest -p equiv.plugin`` loads exactly
+  the plugins the suite needs; ``PYTEST_ADDOPTS``/``PYTEST_PLUGINS`` are dropped;
+  ``-p no:cacheprovider`` and a temporary ``HYPOTHESIS_STORAGE_DIRECTORY`` leave no
+  ``.pytest_cache`` or ``.hypothesis`` behind in the caller's folder.
+- The suite is named ``--pyargs equiv.properties``: the installed package, or the checkout.
+- The child runs in its own process group; a time-out or an interrupt of the caller kills the
+  whole group (a candidate's own worker processes included) before the exception goes on, and
+  ``kill_all`` kills every child still running (for the CLI's SIGINT/SIGTERM exit).
+- ``repro_line`` is the same command as one shell line (``shlex``), pasteable from the caller's
+  folder: environment assignments, ``python -m pytest``, the arguments.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
+_DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+def suite_dir() -> str:
+    """The folder of the property suite (``equiv.properties``), installed or checked out."""
+    import equiv.properties
+
+    return os.path.dirname(os.path.abspath(equiv.properties.__file__))
+
+
+def absolute_spec(spec: str) -> str:
+    """``path/to/file.py:fn`` with an absolute path (``equiv.run.resolve_spec``); a built-in
+    name or a module spec unchanged."""
+    from equiv.run import resolve_spec
+
+    return resolve_spec(spec) if ":" in str(spec) else str(spec)
+
+
+def pytest_args(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
+                call_timeout: float | None = 60.0, op: str = "draft_topk", select: str | None = None) -> list[str]:
+    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite;
+    ``op="verify"`` runs the verify properties (no k, no dtype), ``select`` is a ``-k`` expression."""
+    where = suite_dir()
+    judged = ([f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}"] if op == "draft_topk"
+              else [f"--equiv-op={op}"])
+    return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
+            "-p", "hypothesispytest", "-p", "equiv.plugin", "-p", "equiv.properties.conftest",
+            "-p", "no:cacheprovider", "-q",
+            "--pyargs", "equiv.properties", f"--equiv-candidate={absolute_spec(spec)}",
+            f"--equiv-device={device}", *judged,
+            f"--equiv-budget={budget}", f"--equiv-timeout={'inf' if call_timeout is None else f'{call_timeout:g}'}",
+            f"--hypothesis-seed={seed}"] + (["-k", select] if select else [])
+
+
+def _ks(k) -> str:
+    return ",".join(map(str, k)) if isinstance(k, (list, tuple)) else str(k)
+
+
+def environment(budget: str, base=None, storage: str | None = None) -> dict:
+    """The child's environment: the caller's, shielded (module docstring); ``storage`` is where
+    Hypothesis keeps its files (``.hypothesis/`` in the caller's folder otherwise)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _DROPPED_ENV}
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p
+                                            for p in env["PYTHONPATH"].split(os.pathsep))
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["HYPOTHESIS_PROFILE"] = PROFILE_OF_BUDGET[budget]
+    if storage:
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
+    return env
+
+
+def repro_line(args, budget: str) -> str:
+    """``REPRO: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 HYPOTHESIS_PROFILE=... python -m pytest ARGS``."""
+    assigns = [f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", f"HYPOTHESIS_PROFILE={PROFILE_OF_BUDGET[budget]}"]
+    return "REPRO: " + " ".join(assigns) + " python -m pytest " + shlex.join(args)
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One run of the suite: pytest's exit status, the plugin's per-test JSON (None when it was
+    not written), the last lines of the output, the REPRO line, and whether it timed out."""
+
+    returncode: int | None
+    report: dict | None
+    output_tail: str
+    repro: str
+    timed_out: bool
+    duration_s: float
+
+    def to_json(self) -> dict:
+        return {"returncode": self.returncode, "timed_out": self.timed_out,
+                "duration_s": round(self.duration_s, 3), "repro": self.repro,
+                "tests": None if self.report is None else len(self.report.get("tests", []))}
+
+
+_LIVE: set = set()                              # children running now (gates may run in threads)
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def kill_all() -> None:
+    """Kill every suite subprocess still running (the CLI calls this on SIGINT/SIGTERM: the
+    children sit in their own process groups, so the terminal's signal does not reach them)."""
+    for proc in list(_LIVE):
+        _kill_group(proc)
+
+
+def run_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
+              timeout: float | None, call_timeout: float | None = 60.0, op: str = "draft_topk",
+              select: str | None = None) -> SuiteRun:
+    """Run the suite on ``spec`` from the caller's folder; see the module docstring."""
+    import json
+
+    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                       call_timeout=call_timeout, op=op, select=select)
+    repro = repro_line(args, budget)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
+        report_path = os.path.join(tmp, "properties.json")
+        cmd = [sys.executable, "-m", "pytest", *args, f"--equiv-report-json={report_path}"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", start_new_session=True,
+                                env=environment(budget, storage=os.path.join(tmp, "hypothesis")))
+        _LIVE.add(proc)
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, _ = proc.communicate()
+            timed_out = True
+        except BaseException:                    # an interrupt of the caller: no orphan left behind
+            _kill_group(proc)
+            raise
+        finally:
+            _LIVE.discard(proc)
+        try:
+            with open(report_path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = None
+    tail = "\n".join((out or "").strip().splitlines()[-15:])
+    return SuiteRun(None if timed_out else proc.returncode, report, tail, repro, timed_out,
+                    time.perf_counter() - t0)

@@ -1,0 +1,26 @@
+"""equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.plugin)."""
+import pytest
+
+from equiv.plugin import activate, register_profiles
+
+EQUIV_SUITE = True
+register_profiles()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    activate(config)
+
+
+@pytest.fixture(scope="session")
+def equiv_only_path(tmp_path_factory):
+    """A folder that holds only a link to this checkout's ``equiv`` package: on PYTHONPATH it makes
+    equiv importable in a subprocess without the checkout's top-level ``reference``/``properties``
+    folders (as an installed equiv is), so a host project's own modules of those names are seen."""
+    import os
+
+    import equiv
+
+    shim = tmp_path_factory.mktemp("equiv-only")
+    os.symlink(os.path.dirname(os.path.realpath(equiv.__file__)), shim / "equiv")
+    return str(shim)

@@ -1,0 +1,111 @@
+"""The supervised worker (equiv.run): no exit, signal, interrupt or hang of a candidate can end
+or fake a verdict, and one rule decides "modified its input".
+
+Each test names the class of issue 10 it guards; each was seen failing before the worker existed
+(the gate exited 0 on an exiting candidate, counted a KeyboardInterrupt as a pass, hung on a
+C spin, and let a late input write or a static output buffer through).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from equiv import Recipe, compare
+from equiv.errors import CandidateLoadError
+from equiv.run import Raw, close_all, runner_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTILE = os.path.join(HERE, "candidates", "hostile.py")
+SMALL = Recipe(family="gaussian", seed=0, batch=3, vocab=50)
+
+
+def spec(name: str) -> str:
+    return f"{HOSTILE}:{name}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_runners():
+    yield
+    close_all()
+
+
+@pytest.mark.parametrize("name, kind, words", [
+    ("exits_zero", "interrupt", "SystemExit"),
+    ("os_exits_zero", "exit", "exited with code 0"),
+    ("keyboard_interrupt", "interrupt", "KeyboardInterrupt"),
+    ("custom_base_exception", "interrupt", "_Custom"),
+    ("generator_exit", "interrupt", "GeneratorExit"),
+    ("segfaults", "signal", "SIGSEGV"),
+])
+def test_an_abnormal_end_is_an_outcome_and_the_run_goes_on(name, kind, words):
+    runner = runner_for(spec(name), "cpu", timeout=30)
+    out = runner.call(SMALL, 1)
+    assert not out.ok and out.kind == kind and words in out.problem
+    res = compare(spec(name), SMALL, 1, timeout=30)      # the same through compare: a failed contract
+    assert not res.passed and words in res.check("contract").detail
+    good = compare(spec("k1_only"), SMALL, 1, timeout=30)  # and this process goes on judging
+    assert good.passed, good.summary()
+
+
+@pytest.mark.parametrize("name", ["sleeps", "spins_in_c"])
+def test_a_hang_costs_one_time_out_then_later_calls_are_not_made(name):
+    import time
+
+    runner = runner_for(spec(name), "cpu", timeout=2)
+    t0 = time.perf_counter()
+    first = runner.call(SMALL, 1)
+    second = runner.call(SMALL, 1)
+    assert first.kind == "timeout" and "did not return within 2 s" in first.problem
+    assert second.kind == "not_called" and "hung on an earlier call" in second.problem
+    assert time.perf_counter() - t0 < 15
+
+
+def test_an_import_that_raises_is_a_usage_error_and_one_that_exits_is_a_failure(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("raise ImportError('no such kernel library')\n")
+    with pytest.raises(CandidateLoadError, match="no such kernel library"):
+        runner_for(f"{bad}:fn", "cpu").call(SMALL, 1)
+    out = runner_for(os.path.join(HERE, "candidates", "exits_at_import.py") + ":draft_topk", "cpu").call(SMALL, 1)
+    assert not out.ok and out.kind == "interrupt" and "SystemExit while importing" in out.problem
+
+
+@pytest.mark.parametrize("name, words", [
+    ("edits_input", "modified its input logits during the call"),
+    ("writes_past_row", "wrote past its input logits"),
+    ("rewrites_nan", "0x7fc00001"),
+])
+def test_one_rule_for_a_modified_input(name, words):
+    x = Recipe(family="poison_mix", seed=1, batch=6, vocab=40).build()
+    res = compare(spec(name), x, 1, timeout=30)
+    assert not res.passed and words in res.check("contract").detail, res.summary()
+
+
+def test_a_late_write_is_seen_at_the_end_of_the_stage():
+    runner = runner_for(spec("edits_input_later"), "cpu", timeout=30)
+    assert runner.call(SMALL, 1).ok                # the write comes 50 ms after the return
+    late = runner.settle()
+    assert late is not None and "after returning" in late and "123" in late
+
+
+def test_a_static_output_buffer_is_caught_on_the_next_call():
+    runner = runner_for(spec("static_output_buffer"), "cpu", timeout=30)
+    assert runner.call(SMALL, 1).ok
+    out = runner.call(SMALL.with_(seed=1), 1)
+    assert out.kind == "input" and "overwrote the outputs of its previous call" in out.problem
+
+
+@pytest.mark.parametrize("name", ["k1_only", "float64_probs", "non_contiguous_outputs"])
+def test_correct_awkward_candidates_pass(name):
+    for recipe in (SMALL, SMALL.with_(dtype="bfloat16", pad=3), SMALL.with_(family="poison_mix", batch=8)):
+        res = compare(spec(name), recipe, 1, timeout=30)
+        assert res.passed, res.summary()
+
+
+def test_inputs_cross_as_descriptions_and_arrive_bit_identical():
+    x = Recipe(family="near_ties", seed=2, batch=4, vocab=33, dtype="bfloat16", pad=2).build()
+    raw = Raw.of(x)
+    y = raw.build("cpu")
+    assert raw.pad == 2 and y.stride() == x.stride()
+    assert torch.equal(x.view(torch.int16), y.view(torch.int16))
