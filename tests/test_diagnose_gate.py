@@ -1,32 +1,42 @@
 """The diagnosis inside ``gate``, ``check`` and ``report``: defects first, beside the checks.
 
 Plan: the gate's tolerance stage alone (seconds on the CPU) on the split-vocabulary argmax, whose
-full-size contiguous recipes show two of its three defects (the constant 1.0 and the index V on
-the all -inf row of ``poison_mix``); the console leads with the defects, the JSON carries
-``defects`` beside ``checks``, the JUnit file one test case per defect; a passing candidate has
-``defects: []`` and costs no call. ``equiv check`` and ``equiv report`` print the same block.
+recipes (padded rows among them, and ``poison_mix`` with an all -inf row) show its three defects;
+the console leads with the defects, the JSON carries ``defects`` beside ``checks``, the JUnit file
+one test case per defect; a passing candidate has ``defects: []`` and costs no call. ``equiv
+check`` and ``equiv report`` print the same block. The diagnosis's deadline is raised here so that
+a loaded test machine does not cut it short.
 """
 import json
 import xml.etree.ElementTree as ET
+
+import pytest
 
 from equiv.cli import main
 from equiv.gate import run_gate
 
 
+@pytest.fixture(autouse=True)
+def unhurried(monkeypatch):
+    from equiv.diagnose import attach
+
+    monkeypatch.setattr(attach, "MIN_S", 60.0)
+
+
 def test_gate_names_the_defects_beside_its_checks():
     result = run_gate("equiv.mutants:split_vocab_argmax", device="cpu", stages=("tolerance",), vocab=4097)
     kinds = sorted(d.kind for d in result.diagnosis.defects)
-    assert kinds == ["out_of_vocabulary_index", "placeholder_probability"], result.summary()
+    assert kinds == ["non_contiguous", "out_of_vocabulary_index", "placeholder_probability"], result.summary()
     text = result.summary()
-    assert text.splitlines()[1].startswith("2 defects") and text.index("defects") < text.index("tolerance")
+    assert text.splitlines()[1].startswith("3 defects") and text.index("defects") < text.index("tolerance")
     doc = result.to_json()
     assert [d["kind"] for d in doc["defects"]] == [d.kind for d in result.diagnosis.defects]
     assert doc["checks"] and doc["diagnosis"]["calls"] > 0 and "duration_s" in doc
     cases = ET.fromstring(result.to_junit()).findall("testcase")
     defect_cases = [c for c in cases if c.get("classname") == "equiv.gate.defect"]
-    assert len(defect_cases) == 2 and all(c.find("failure") is not None for c in defect_cases)
+    assert len(defect_cases) == 3 and all(c.find("failure") is not None for c in defect_cases)
     oov = next(d for d in result.diagnosis.defects if d.kind == "out_of_vocabulary_index")
-    assert "tolerance:poison_mix:float32" in oov.checks and "returned index" in oov.evidence
+    assert any(c.startswith("tolerance:poison_mix") for c in oov.checks) and "returned index" in oov.evidence
 
 
 def test_a_passing_gate_pays_nothing():
