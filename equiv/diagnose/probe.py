@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from equiv import reference
+
 OOV, INDEX, VALUE, POISON, LEAK = 1, 2, 4, 8, 16
 FAULT_NAMES = {OOV: "oov", INDEX: "index", VALUE: "value", POISON: "poison", LEAK: "leak"}
 
@@ -167,41 +169,70 @@ class _Abnormal(RuntimeError):
     pass
 
 
-def row_faults(x, p, idx, k: int, dtype: str) -> tuple[np.ndarray, object]:
+def row_faults(x, p, idx, k: int, dtype: str, out_fmt: str = "float32", rows=None) -> tuple[np.ndarray, object]:
     """``[B]`` fault bits of an answer ``(p, idx)`` to ``x`` (float32 values of an input of
-    ``dtype``), and the reference."""
-    from equiv import reference
+    ``dtype``; ``out_fmt`` the format of ``p``), and the reference. ``rows``: the rows compare
+    judged (a large batch is sampled); an index outside ``[0, V)`` is read on every row, the rest
+    on those rows and the out-of-range ones (unjudged rows of the reference are blank)."""
+    from equiv.compare import underflow_atol
     from equiv.tolerance import tolerance_for
 
-    ref = reference.softmax_topk(x, k)
     tol = tolerance_for(dtype)
     batch, vocab = x.shape
     faults = np.zeros(batch, dtype=np.int64)
-    oov = ((idx < 0) | (idx >= vocab)).any(axis=1)
-    faults[oov] |= OOV
+    oov_all = ((idx < 0) | (idx >= vocab)).any(axis=1)
+    faults[oov_all] |= OOV
+    rows = np.arange(batch) if rows is None else np.union1d(rows, np.flatnonzero(oov_all)).astype(np.int64)
+    ref, sub = _reference(x, k, rows)
+    p, idx, oov = p[rows], idx[rows], oov_all[rows]
     safe = np.where((idx >= 0) & (idx < vocab), idx, 0)
-    exact = ref.prob_of(safe)
-    poisoned = ref.poisoned
-    bad_index = ~ref.in_tie_set(safe, tie_rtol=tol.rtol).all(axis=1)
+    exact = sub.prob_of(safe)
+    poisoned = sub.poisoned
+    bad_index = ~sub.in_tie_set(safe, tie_rtol=tol.rtol, tie_atol=underflow_atol(out_fmt)).all(axis=1)
     if k > 1:
         s = np.sort(idx, axis=1)
         bad_index |= (s[:, 1:] == s[:, :-1]).any(axis=1)
     with np.errstate(invalid="ignore"):
-        allowed = tol.allowed(exact, ref.topk_p[:, :1])
+        allowed = tol.allowed(exact, sub.topk_p[:, :1])
         off = ~(np.abs(p - exact) <= allowed)               # NaN p is off
         if k > 1:
             off[:, 1:] |= (p[:, 1:] - p[:, :-1]) > allowed[:, 1:] + allowed[:, :-1]
         limit_ok = np.isnan(p) | (np.abs(p - exact) <= tol.allowed(exact, 1.0))
-    posinf = np.array([kd == reference.POISON_POSINF for kd in ref.kind])
+    posinf = np.array([kd == reference.POISON_POSINF for kd in sub.kind], dtype=bool)
     bad_poison = np.where(posinf, ~limit_ok.all(axis=1), ~np.isnan(p).all(axis=1))
-    leak = ~np.isfinite(p).all(axis=1) & poisoned.any()
-    faults[~oov & ~poisoned & bad_index] |= INDEX
-    faults[~oov & ~poisoned & off.any(axis=1) & ~leak] |= VALUE
-    faults[~oov & ~poisoned & leak] |= LEAK
-    faults[~oov & poisoned & bad_poison] |= POISON
+    leak = ~np.isfinite(p).all(axis=1) & ref.poisoned.any()
+    part = np.zeros(rows.size, dtype=np.int64)
+    part[~oov & ~poisoned & bad_index] |= INDEX
+    part[~oov & ~poisoned & off.any(axis=1) & ~leak] |= VALUE
+    part[~oov & ~poisoned & leak] |= LEAK
+    part[~oov & poisoned & bad_poison] |= POISON
     if k > 1:                                   # a repeated index is wrong on any row
-        faults[~oov & (s[:, 1:] == s[:, :-1]).any(axis=1)] |= INDEX
+        part[~oov & (s[:, 1:] == s[:, :-1]).any(axis=1)] |= INDEX
+    faults[rows] |= part
     return faults, ref
+
+
+def _reference(x, k: int, rows):
+    """The reference of the ``rows`` of ``x`` (``sub``), and one of the whole batch (``ref``) that
+    holds it at those rows: unjudged rows have no exact answer (NaN, index -1) and count as
+    healthy unless they hold a NaN or +inf or only -inf (then poisoned)."""
+    from dataclasses import replace
+
+    sub = reference.softmax_topk(x[rows], k)
+    if rows.size == x.shape[0]:
+        return sub, sub
+    batch = x.shape[0]
+    topk_p = np.full((batch, k), np.nan)
+    topk_index = np.full((batch, k), -1, dtype=np.int64)
+    row_max, log_sum = np.full(batch, np.nan), np.full(batch, np.nan)
+    poisoned = np.isnan(x).any(axis=1) | np.isposinf(x).any(axis=1) | np.isneginf(x).all(axis=1)
+    kind = [reference.POISON_NAN if poisoned[b] else reference.HEALTHY for b in range(batch)]
+    topk_p[rows], topk_index[rows] = sub.topk_p, sub.topk_index
+    row_max[rows], log_sum[rows] = sub.row_max, sub.log_sum
+    for i, b in enumerate(rows):
+        kind[b] = sub.kind[i]
+    return replace(sub, topk_p=topk_p, topk_index=topk_index, kind=tuple(kind), row_max=row_max,
+                   log_sum=log_sum, rows=x), sub
 
 
 def _agree_with(result, faults) -> np.ndarray:
@@ -281,7 +312,9 @@ class Prober:
         if isinstance(value, (tuple, list)) and len(value) == 2 and status in ("pass", "fail", "oov"):
             p, idx = _host(value[0], np.float64), _host(value[1], np.int64)
             if p is not None and idx is not None and p.shape == idx.shape == (x.shape[0], k):
-                faults, ref = row_faults(values, p, idx, k, inputs.dtype)
+                fmt = value[0].dtype if value[0].dtype in ("float16", "bfloat16", "float32") else "float32"
+                judged = np.asarray(getattr(result, "judged_rows", ()) or range(x.shape[0]), dtype=np.int64)
+                faults, ref = row_faults(values, p, idx, k, inputs.dtype, fmt, judged)
                 faults = _agree_with(result, faults)
             else:
                 p = idx = None
