@@ -20,9 +20,9 @@ contract outcome and for the regression rule:
 - neighbour rows: by the complement -- the failing row's answer moves when it is answered alone
   or among other neighbours;
 - batch size, shape threshold, dtype, magnitude: inputs past the threshold (B -- all faults of
-  the rows past it when only those rows failed --, V, the dtype, the largest finite |logit|),
-  limited to the fault bits seen at the trigger (a value fault also covers a healthy row made
-  non-finite beside poison);
+  the rows past it when only those rows failed --, V, the dtype, the largest finite |logit|):
+  any wrong answer of a healthy row there (index, value, non-finite beside poison), and the
+  other fault bits seen at the trigger;
 - poison leak / poisoned row made finite: healthy rows beside poisoned ones / poisoned rows.
 The complements cost a call each and are cached by the prober.
 """
@@ -115,6 +115,11 @@ def scope_of(finding) -> dict:
     return scope
 
 
+# Kinds named by an input feature (a threshold, a dtype, a magnitude): on inputs with the feature
+# they account for any wrong answer of a healthy row, not only the way it showed at the trigger.
+_FEATURE_KINDS = ("batch_size", "shape_threshold", "dtype_specific", "magnitude")
+
+
 def merge_scopes(a: dict, b: dict) -> dict:
     """One scope for two findings of the same kind: the wider condition of the two."""
     out = dict(a, bits=a["bits"] | b["bits"])
@@ -147,6 +152,8 @@ def explained(scope: dict, obs, prober) -> Explained:
     f = obs.faults
     rows = np.zeros(batch, dtype=bool)
     bits = scope["bits"]
+    if kind in _FEATURE_KINDS:        # a wrong answer on a healthy row, whichever way it shows
+        bits |= INDEX | VALUE | LEAK
     if kind == "out_of_vocabulary_index":
         rows = (f & OOV) != 0
         if scope["poisoned_only"]:
