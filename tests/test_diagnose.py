@@ -217,3 +217,17 @@ def test_a_value_failure_no_worse_than_the_baseline_is_the_tolerance_not_a_defec
     check = failing("tolerance:gaussian:float32", "gaussian:seed=0,batch=4,vocab=1000,dtype=float32")
     d = diagnose("equiv.mutants:bf16_probabilities", [check], k=1)
     assert [x.kind for x in d.defects] == ["value_error"] and not d.tolerance_edge
+
+
+def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
+    checks = [GateCheck(f"tolerance:{fam}:float32", False, "value: Mismatched values ...; regression: max rel err",
+                        counterexample=f"recipe {fam}:seed=0,batch=4,vocab=1000,dtype=float32, worst row 0")
+              for fam in ("gaussian", "zipf", "dominant", "near_uniform")]
+    d = diagnose("hardcoded_one", checks, k=1)
+    assert [x.kind for x in d.defects] == ["placeholder_probability"], d.summary()
+    assert set(d.defects[0].checks) == {c.name for c in checks}
+    assert d.by_likeness == ("tolerance:dominant:float32", "tolerance:near_uniform:float32")
+    assert "by likeness" in d.summary()
+    unlike = checks[:2] + [GateCheck("tolerance:dominant:float32", False, "index: Mismatched indices ...",
+                                     counterexample="recipe dominant:seed=0,batch=4,vocab=1000,dtype=float32")]
+    assert diagnose("hardcoded_one", unlike, k=1).by_likeness == ()

@@ -16,7 +16,10 @@ Plan
    every defect that explains part of it. A defect of a kind already found is merged into it.
    A check whose only fault is a value at most ``EDGE`` times over the table, where the candidate
    still meets the regression rule against softmax_topk on that input, is listed at the
-   tolerance's edge (the table, not the candidate, is at issue) rather than isolated.
+   tolerance's edge (the table, not the candidate, is at issue) rather than isolated. Once two
+   checks alike (same stage, failing sub-checks, dtype, padding, poisoning) were re-run and wholly
+   explained by the same defects, the further ones alike join those defects without a call
+   (listed ``by_likeness``): re-running every full-size check would cost the stage again.
 4. Consolidate: a defect whose own trigger the other defects explain is folded into them; a
    defect that explains no failing check is dropped (it is not what failed this run).
 5. The deadline (a share of the gate's own wall time) stops new calls; what is left is listed
@@ -26,6 +29,7 @@ The result is a frozen ``Diagnosis`` of frozen ``Defect`` s (``equiv.diagnose.re
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -70,13 +74,14 @@ class Diagnosis:
     defects: tuple = ()
     unexplained: tuple = ()          # failing checks no defect accounts for
     tolerance_edge: tuple = ()       # failing checks no worse than softmax_topk on the same input
+    by_likeness: tuple = ()          # failing checks attributed by likeness to re-run ones, not re-run
     not_diagnosed: tuple = ()        # failing checks left when the deadline passed
     calls: int = 0
     duration_s: float = 0.0
 
     def to_json(self) -> dict:
         return {"defects": [d.to_json() for d in self.defects], "unexplained": list(self.unexplained),
-                "tolerance_edge": list(self.tolerance_edge),
+                "tolerance_edge": list(self.tolerance_edge), "by_likeness": list(self.by_likeness),
                 "not_diagnosed": list(self.not_diagnosed), "calls": self.calls,
                 "duration_s": round(self.duration_s, 3)}
 
@@ -154,6 +159,8 @@ class _Work:
         self.not_diagnosed: list[str] = []
         self._explained: dict = {}
         self.alone_passing: list = []                # checks whose inputs pass when re-run alone
+        self.likes: dict = {}                        # likeness -> (defects, like checks re-run)
+        self.by_likeness: list = []                  # checks attributed by likeness, not re-run
         self.regression_only: list = []              # checks that fail only the regression rule
         self.deferring = False
 
@@ -258,6 +265,13 @@ class _Work:
         if known is not None:                    # the same contract break, already isolated
             known.checks.append(check.name)
             return
+        like = _likeness(check)
+        owners = self.likes.get(like)
+        if owners is not None and owners[1] >= LIKENESS_RUNS:
+            for s in owners[0]:                  # two like checks re-run, both wholly these defects
+                s.checks.append(check.name)
+            self.by_likeness.append(check.name)
+            return
         inputs = sources.inputs_of(check)
         failing = [o for o in (self._observe(i) for i in inputs[:2]) if not o.passed]
         prop = sources.property_name(check)
@@ -275,8 +289,13 @@ class _Work:
             return
         settled = all([self.settle(o) for o in failing])
         _trace(check.name, [str(o.inputs) for o in failing], "settled" if settled else "NOT settled")
+        before = len(self.suspects)
         if not self.attribute(check.name, failing) or not settled:
             (self.not_diagnosed if self.prober.exhausted else self.unexplained).append(check.name)
+        elif before == len(self.suspects) and like is not None:
+            owners = tuple(s for s in self.suspects if check.name in s.checks)
+            seen = self.likes.get(like)
+            self.likes[like] = (owners, seen[1] + 1) if seen and seen[0] == owners else (owners, 1)
 
     def _contract_known(self, check):
         """A defect of a contract kind already isolated whose break the check's detail names
@@ -383,6 +402,21 @@ class _Unrun:
     status: str = "hang"
 
 
+LIKENESS_RUNS = 2
+
+
+def _likeness(check):
+    """Checks alike enough that two of them re-run and wholly explained by the same defects stand
+    for the rest: the same stage, the same failing sub-checks of compare, the same dtype, padding
+    and poisoning of the input. None for a check without a recipe."""
+    recipes = sources.recipes_in("\n".join(x for x in (check.counterexample, check.repro) if x))
+    if not recipes or ":" not in check.name:
+        return None
+    r = recipes[0]
+    failed = tuple(sorted(set(re.findall(r"\b(contract|index|value|poisoning|regression):", check.detail or ""))))
+    return (check.name.split(":")[0], failed, r.dtype, r.pad > 0, r.family == "poison_mix")
+
+
 # How compare words a contract break of each contract kind (a shortcut for checks of a kind
 # already isolated; an index out of range is not one: it is read per row).
 _CONTRACT_WORDING = {"input_write": ("modified its input", "wrote past", "in place"),
@@ -435,7 +469,7 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
     work.consolidate()
     defects = tuple(defect_of(s, prober) for s in sorted(work.suspects, key=_report_order))
     return Diagnosis(prober.spec, defects, tuple(dict.fromkeys(work.unexplained)),
-                     tuple(dict.fromkeys(work.tolerance_edge)),
+                     tuple(dict.fromkeys(work.tolerance_edge)), tuple(work.by_likeness),
                      tuple(dict.fromkeys(work.not_diagnosed)), prober.calls, time.perf_counter() - t0)
 
 

@@ -162,6 +162,8 @@ def console_block(diagnosis) -> str:
     if diagnosis.tolerance_edge:
         lines.append(f"  failing checks at the tolerance's edge (values off, but no worse than softmax_topk "
                      f"on the same input): {', '.join(diagnosis.tolerance_edge)}")
+    if diagnosis.by_likeness:
+        lines.append(f"  attributed by likeness to re-run checks (not re-run): {_some(diagnosis.by_likeness)}")
     if diagnosis.not_diagnosed:
         lines.append(f"  not diagnosed (time budget spent): {', '.join(diagnosis.not_diagnosed)}")
     return "\n".join(lines)
