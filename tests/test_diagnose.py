@@ -231,3 +231,10 @@ def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
     unlike = checks[:2] + [GateCheck("tolerance:dominant:float32", False, "index: Mismatched indices ...",
                                      counterexample="recipe dominant:seed=0,batch=4,vocab=1000,dtype=float32")]
     assert diagnose("hardcoded_one", unlike, k=1).by_likeness == ()
+
+
+def test_ranks_out_of_order_beside_a_poisoned_row_are_the_rank_order_defect():
+    checks = [failing("property:topk_ordering", "gaussian:seed=0,batch=1,vocab=8,dtype=float32"),
+              failing("tolerance:poison_mix:float32", "poison_mix:seed=0,batch=5,vocab=33,dtype=float32,specials=1")]
+    d = diagnose("equiv.mutants:topk_ascending", checks, k=4)
+    assert [x.kind for x in d.defects] == ["rank_order"] and len(d.defects[0].checks) == 2, d.summary()

@@ -438,7 +438,7 @@ def rank_relation(obs) -> str:
     idx = obs.idx[rows]
     if any(len(set(r.tolist())) < r.size for r in idx):
         return "repeated"
-    exact = obs.ref.prob_of(np.clip(idx, 0, obs.ref.vocab - 1))
+    exact = obs.ref.prob_of(np.clip(obs.idx, 0, obs.ref.vocab - 1))[rows]   # row b reads row b
     with np.errstate(invalid="ignore"):
         rising = (np.diff(exact, axis=1) >= 0).all(axis=1) & (np.diff(exact, axis=1) > 0).any(axis=1)
     return "ascending" if rising.all() else "other"
