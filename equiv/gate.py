@@ -331,6 +331,13 @@ def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
                                           "summary": ", ".join(c.name.partition(":")[2] for c in checks)}, why)
 
 
+def finish_stages(done: list, asked, every, checks) -> tuple[tuple, bool]:
+    """The stages of a run with those not asked listed as such, and its verdict: PASS only when
+    some stage ran an effective check and every check passed ("nothing was checked" fails)."""
+    done = tuple(done) + tuple(Stage(n, "not run", why="not asked (--stages)") for n in every if n not in asked)
+    return done, any(st.effective for st in done) and all(c.passed for c in checks)
+
+
 def _not_run(name: str, why: str) -> Stage:
     return Stage(name, "not run", why=why)
 
@@ -405,13 +412,12 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
             done.append(st)
         if progress:
             progress(len(stages), len(stages), "done")
-        done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
-    effective = any(st.effective for st in done)
+    done, passed = finish_stages(done, stages, STAGES, checks)
     from equiv.diagnose.attach import for_gate
 
     diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
                          elapsed_s=time.perf_counter() - t0)
-    return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
+    return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
-                      seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done),
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=done,
                       calls=runner.calls, diagnosis=diagnosis)

@@ -56,7 +56,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
                     timeout=60.0, stages=DEFAULT_STAGES, progress=None):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
-    from equiv.gate import GateCheck, GateResult, Stage, _stage, property_checks
+    from equiv.gate import GateCheck, GateResult, Stage, _stage, finish_stages, property_checks
     from equiv.ops.verify.judge import run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
     from equiv.properties.subjects import parse_timeout
@@ -98,11 +98,10 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         done.append(st)
     if progress:
         progress(len(stages), len(stages), "done")
-    done += [Stage(n, "not run", why="not asked (--stages)") for n in STAGES if n not in stages]
-    effective = any(st.effective for st in done)
-    return GateResult(candidate=spec, passed=effective and all(c.passed for c in checks),
+    done, passed = finish_stages(done, stages, STAGES, checks)
+    return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
-                      seed=seed, duration_s=time.perf_counter() - t0, stages=tuple(done), calls=calls,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
                       op="verify")
 
 
