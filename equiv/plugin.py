@@ -127,8 +127,12 @@ def _load_profile(config) -> None:
             raise pytest.UsageError(
                 f"HYPOTHESIS_PROFILE={wanted!r} is not a registered Hypothesis profile: equiv's are "
                 f"{', '.join(PROFILES)}") from None
-    if config.getoption("hypothesis_profile", None) or settings.get_current_profile_name() != "default":
-        return                                   # the caller's or the host's choice stands
+    if config.getoption("hypothesis_profile", None):
+        return                                   # the caller's choice stands
+    # HYPOTHESIS_PROFILE naming one of equiv's profiles is an explicit ask: it wins over a profile
+    # loaded without one (Hypothesis loads its own "ci" profile by itself when CI is set)
+    if wanted not in PROFILES and settings.get_current_profile_name() != "default":
+        return                                   # the host's choice stands
     settings.load_profile(wanted or "equiv-dev")
 
 
