@@ -12,7 +12,7 @@ procedure); these tests run them on the subject, once per dtype of the run, at t
 - ``batch_invariance``: rows alone and inside batches of 3, 64 and 1024, in place and shuffled:
   within tolerance always; bitwise equality is recorded and required only with
   ``--equiv-require batch-invariant``.
-Both carry the ``gpu`` marker (skipped with the reason where no CUDA device is visible) and skip
+Both carry the ``equiv_gpu`` marker (skipped with the reason where no CUDA device is visible) and skip
 when the run judges on the CPU (``--equiv-device cpu``). A failure prints the probe's REPRO.
 """
 from __future__ import annotations
@@ -45,12 +45,12 @@ def _run(subject, suite, probe: str, **payload):
                                            ("equiv_message", " | ".join(notes))]
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 def test_graph_replay(subject, suite):
     _run(subject, suite, "graph_replay")
 
 
-@pytest.mark.gpu
+@pytest.mark.equiv_gpu
 def test_batch_invariance(subject, suite):
     required = suite.request.config.getoption("equiv_require") or ""
     _run(subject, suite, "batch_invariance",

@@ -6,7 +6,7 @@ Plan
   batch-invariance measurement (which runs on any device) passes ``softmax_topk`` with bitwise
   required, and passes the batch-size-dependent reduction mutant without the requirement and
   fails it with; the static-buffer mutant shows its aliasing on plain eager calls.
-- GPU (marker ``gpu``): ``graph_replay`` passes the four built-in paths and kills the
+- GPU (marker ``equiv_gpu``): ``graph_replay`` passes the four built-in paths and kills the
   static-buffer mutant, and reports a candidate that synchronises with the host as not
   capturable; ``batch_invariance`` passes the built-in paths within tolerance (bitwise is
   printed: which paths are batch-invariant is measured, not assumed) and kills the mutant only
@@ -19,7 +19,6 @@ import equiv
 from equiv import gpu_probes
 from equiv.mutants import GPU_MUTANTS
 
-HAS_CUDA = torch.cuda.is_available()
 BUILTINS = ("softmax_topk", "hardcoded_one", "identity_top1", "fused_triton")
 SMALL = {"vocab": 4097, "batches": (3, 64, 256)}
 
@@ -83,8 +82,7 @@ def _host_sync(logits, k):
     return equiv.get_path("softmax_topk")(logits, k)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.equiv_gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", BUILTINS)
 def test_graph_replay_builtin_paths(name, dtype):
@@ -93,8 +91,7 @@ def test_graph_replay_builtin_paths(name, dtype):
     assert res.status == "pass", res.summary()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.equiv_gpu
 def test_graph_replay_kills_the_static_buffer_and_reports_host_syncs():
     res = gpu_probes.graph_replay(GPU_MUTANTS["static_output_buffer"], "cuda")
     assert res.status == "fail" and "REPRO:" in res.summary(), res.summary()
@@ -104,8 +101,7 @@ def test_graph_replay_kills_the_static_buffer_and_reports_host_syncs():
     assert after.status == "pass", after.summary()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.equiv_gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", BUILTINS)
 def test_batch_invariance_builtin_paths(name, dtype):
@@ -114,8 +110,7 @@ def test_batch_invariance_builtin_paths(name, dtype):
     assert res.status == "pass", res.summary()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.equiv_gpu
 def test_batch_invariance_kills_the_mutant_only_when_required():
     mutant = GPU_MUTANTS["batch_dependent_reduction"]
     assert gpu_probes.batch_invariance(mutant, "cuda").status == "pass"
