@@ -39,22 +39,7 @@ class KnownFailure:
 
 _ONE = "hardcoded_one returns topk_p = 1.0 (the probability of a one-hot draft: README, 'The paths')"
 
-_HUGE = ("fused_triton computes exp2(x * log2(e) - m * log2(e)) with the two products rounded apart "
-         "(kernel v4/v5, log2-domain fma): at |x| ~ 1e30 each product errs by ~1e23, so p is wrong or "
-         "NaN even for V = 1. Found by the reference exact at any magnitude; fix in the kernel "
-         "(subtract the max before scaling)")
-_FT_HUGE = {"recipe": "gaussian:seed=0,batch=1,vocab=1,dtype=float32,shift=1e+30"}
-
 KNOWN_FAILURES: dict[tuple[str, str], KnownFailure] = {
-    ("fused_triton", "equivalence"): KnownFailure(_HUGE, _FT_HUGE),
-    ("fused_triton", "bounds"): KnownFailure(_HUGE, _FT_HUGE),
-    ("fused_triton", "monotonicity"): KnownFailure(
-        _HUGE, {"recipe": "gaussian:seed=0,batch=1,vocab=2,dtype=float32,shift=1e+30", "mode": "top", "seed": 0}),
-    ("fused_triton", "poisoned_batches"): KnownFailure(
-        _HUGE, {"recipe": "poison_mix:seed=0,batch=5,vocab=2,dtype=float32,shift=1e+30"}),
-    ("fused_triton", "raw_arrays"): KnownFailure(_HUGE, {"logits": [[1e30, 0.0]], "dtype": "float32"}),
-    ("fused_triton", "topk_ordering"): KnownFailure(
-        _HUGE, {"recipe": "ties_max:seed=0,batch=1,vocab=33,dtype=float32,shift=1e+30", "k": 2}),
     ("hardcoded_one", "equivalence"): KnownFailure(
         _ONE + ", not the softmax probability: the value check fails on any row with V >= 2",
         {"recipe": "gaussian:seed=0,batch=1,vocab=2,dtype=float32"}),

@@ -11,7 +11,7 @@ Plan
   layout is wide and the combine of split rows is where a NaN row turns finite.
 - Shapes: k = 1 and k > 1; V at tile edges (1, 2, 33, 1023, 1025, 4097, 8193) and 129280;
   rows sliced from a padded buffer whose padding holds values that win if read; B = 0.
-- GPU (marker ``gpu``, skipped without CUDA): float32/bfloat16/float16 on the device, the
+- GPU (marker ``equiv_gpu``, skipped without CUDA): float32/bfloat16/float16 on the device, the
   layouts the wrapper picks for B = 1..1024, and a CUDA-graph capture replayed on new data.
 - Without a GPU, the kernel is also compiled ahead of time for sm_90, because the interpreter
   accepts code that the GPU compiler rejects.
@@ -137,6 +137,66 @@ def test_split_and_combine_keeps_nan(layout, k):
         assert torch.isnan(p[row]).all(), (row, p[row])
     assert torch.isfinite(p[5]).all() and idx[5].max() < 400
     assert all(len(set(r)) == k for r in idx.tolist()), idx   # distinct even on poisoned rows
+
+
+FLT_MAX = torch.finfo(torch.float32).max
+BF16_MAX = torch.finfo(torch.bfloat16).max      # 3.39e38, exact in float32
+
+
+def _huge_rows(top):
+    """Rows of magnitude ``top`` (up to FLT_MAX): exact ties at the max, values from +top to -top
+    (top - (-top) overflows to -inf: a 0 term), near-ties one float32 step apart, a uniform row
+    at -top, one top among -inf, and top beside a +inf."""
+    g = torch.Generator().manual_seed(0)
+    x = top * (2 * torch.rand(6, 1100, generator=g, dtype=torch.float64) - 1)
+    x[0, [17, 500, 1099]] = top                  # p = 1/3 each
+    x[1] = top * torch.linspace(1, -1, 1100, dtype=torch.float64)
+    x[2] = top * (1 - 2 ** -23 * (torch.arange(1100) % 5))
+    x[3] = -top                                  # p = 1/1100
+    x[4] = float("-inf")
+    x[4, 600] = top
+    x[5] = top
+    x[5, 900] = float("inf")
+    return x.float()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.parametrize("top", [1e30, FLT_MAX, BF16_MAX])
+def test_huge_magnitudes_match_the_reference(layout, k, top):
+    # v4/v5 took exp2(fma(x, log2e, -fl(m log2e))): at |m| ~ 1e30 the rounding of the product
+    # is ~1e23, so each term was inf or 0 and p wrong or NaN even at V = 1.
+    x = _huge_rows(top)
+    if top == BF16_MAX:
+        x = x.bfloat16()
+    res = compare(LAYOUTS[layout], x, k=k)
+    assert res.passed, res.summary()
+    p, idx = LAYOUTS[layout](x, k)
+    assert torch.isfinite(p[:5]).all() and torch.isnan(p[5]).all(), p
+    assert idx[:5, 0].tolist() == [17, 0, 0, 0, 600], idx
+    assert p[0, 0].item() == pytest.approx(1 / 3, rel=1e-6) and p[4, 0].item() == 1.0
+
+
+@pytest.mark.parametrize("shift", [1e30, -1e30, 3e38])
+def test_shifted_recipes_match_the_reference(shift):
+    # The ledger's witness of v4/v5 (gaussian, V = 1, shift 1e30) and its neighbours.
+    for vocab in (1, 2, 33, 1025):
+        for k in sorted({1, min(4, vocab)}):
+            check("fused_triton", Recipe(seed=0, batch=2, vocab=vocab, shift=shift), k)
+
+
+def test_all_neginf_and_inf_rows_at_any_magnitude():
+    x = torch.full((4, 1030), float("-inf"))
+    x[1, 3] = float("inf")                       # +inf among -inf
+    x[2, 5] = float("inf")
+    x[2, 6] = FLT_MAX                            # +inf beside FLT_MAX
+    x[3, :] = -FLT_MAX
+    x[3, 1029] = float("-inf")
+    for fn in LAYOUTS.values():
+        p, idx = fn(x, 1)
+        assert torch.isnan(p[:3]).all(), p
+        assert p[3, 0].item() == pytest.approx(1 / 1029, rel=1e-6)
+        assert idx[3, 0] == 0
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])

@@ -14,10 +14,12 @@ The kernel, per program (a row ``r`` and a chunk ``[start, start + CHUNK)`` of i
 1. Walk the chunk in tiles of ROWS x LANES consecutive logits. LANES is one 16-byte load per
    thread across the program, so a thread holds ROWS elements of each of its lanes and the
    reductions over ROWS stay in registers. Per lane keep the running max ``m`` and ``s``, the
-   sum of 2^(x log2e - ref) with ``ref = fl(m log2e)``: each term is one fma (x log2e is exact
-   inside it) and one exp2, and the rounding of ``ref`` cancels in p because the numerator is
-   taken against the same ``ref`` (kernels launch without fp fusion so nothing else is
-   contracted). State is per lane, not per element (docs/kernel-notes.md: v1 kept it per
+   sum of e^(x - m) = 2^((x - m) log2e): the max is subtracted first and the difference (<= 0)
+   scaled after, so the exponent is right to a few ULPs of itself at every float32 magnitude,
+   up to FLT_MAX (v4/v5 scaled x and m apart, exp2(fma(x, log2e, -fl(m log2e))), one
+   instruction less, and the rounding of fl(m log2e), ~1e23 at |m| ~ 1e30, made the terms
+   inf or 0). On a rescale the old sum is multiplied by e^(m_old - m_new), taken the same way.
+   State is per lane, not per element (docs/kernel-notes.md: v1 kept it per
    element and ran out of registers). Whole tiles load unmasked; the ragged end is one masked
    tile. For k = 1 the lane also keeps where its max is: the row in the loop (index mode 1,
    short programs) or only the tile, the row found by one re-read after the loop (mode 2).
@@ -39,8 +41,10 @@ Non-finite input (the poisoning rule of reference/softmax_topk.py):
 - -inf is exp(-inf) = 0. The differences are taken against ``max(m', -FLT_MAX)``, never
   against a bare -inf, so a lane or a whole chunk of -inf padding contributes 0, not exp(-inf + inf) = NaN.
   An all -inf row ends with S = 0, and p = NaN is written for S <= 0 or S NaN.
-- A finite max above FLT_MAX / log2e (2.4e38) overflows ``ref`` to +inf and the row gives NaN,
-  not a confident number (equiv's inputs stay within 2**30).
+- Finite rows are exact in the same sense at any magnitude: x <= m, so x - max(m, -FLT_MAX)
+  is <= 0, or -inf when it overflows (x near -FLT_MAX under a max near +FLT_MAX: a 0 term, as
+  it should be), never +inf; the max's own term is e^0 = 1, so S >= 1. float32 rows up to
+  FLT_MAX and bfloat16 rows up to its max (3.39e38) behave like rows near 0.
 Ties: the column max takes the first row, the strict ``>`` keeps the first tile; lanes, list
 entries and partials are compared on (value, lowest index): the lowest index of a tie wins.
 
@@ -69,22 +73,28 @@ BIG_INDEX = tl.constexpr(2147483647)   # loses every "lowest index" comparison; 
 
 
 @triton.jit
-def _ref2(m):
-    """The log2-domain reference of a running max m: fl(m log2 e), clamped above -FLT_MAX so that
-    a lane or chunk of -inf compares against a finite number (exp2(-inf + FLT_MAX) = 0, not NaN)."""
-    return tl.maximum(m * LOG2E, NEG_FLT_MAX)
+def _clamp(m):
+    """A running max as the terms are taken against it: raised to -FLT_MAX, so that a lane or a
+    chunk of -inf subtracts a finite number (-inf + FLT_MAX = -inf, exp2 of it 0, not NaN)."""
+    return tl.maximum(m, NEG_FLT_MAX)
+
+
+@triton.jit
+def _exp_below(x, m_c):
+    """e^(x - m_c) = 2^((x - m_c) log2 e) for x <= m_c: the max is subtracted before the scaling,
+    so the exponent is <= 0 at any float32 magnitude (x - m_c may round to -inf: a 0 term)."""
+    return tl.exp2((x - m_c) * LOG2E)
 
 
 @triton.jit
 def _finish(p_ptr, idx_ptr, row, M, S, top_index, cand_v, cand_j,
             K: tl.constexpr, K_PAD: tl.constexpr):
-    """Write topk_p / topk_index of one row from its max M, S = sum 2^(x log2e - _ref2(M)) and
-    its candidates. p = 2^(v log2e - _ref2(M)) / S: the numerator's fma is exact, so the
-    rounding of _ref2(M) cancels between numerator and S."""
+    """Write topk_p / topk_index of one row from its max M, S = sum e^(x - _clamp(M)) and its
+    candidates: p = e^(v - _clamp(M)) / S, the numerator taken like the terms of S."""
     bad = ~(S > 0.0)                 # all -inf (S == 0) or poisoned (S NaN)
-    ml = _ref2(M)
+    M_c = _clamp(M)
     if K == 1:
-        p = tl.where(bad, float("nan"), tl.exp2(tl.fma(M, LOG2E, -ml)) / S)
+        p = tl.where(bad, float("nan"), _exp_below(M, M_c) / S)
         tl.store(p_ptr + row, p)
         tl.store(idx_ptr + row, top_index.to(tl.int64))
     else:
@@ -101,7 +111,7 @@ def _finish(p_ptr, idx_ptr, row, M, S, top_index, cand_v, cand_j,
             hit = cand_j == j
             cand_v = tl.where(hit, float("-inf"), cand_v)
             cand_j = tl.where(hit, BIG_INDEX, cand_j)
-        p = tl.exp2(tl.fma(out_v, LOG2E, -ml)) / S
+        p = _exp_below(out_v, M_c) / S
         p = tl.where(bad, float("nan"), p)
         tl.store(p_ptr + row * K + rank, p, mask=rank < K)
         tl.store(idx_ptr + row * K + rank, out_j.to(tl.int64), mask=rank < K)
@@ -117,7 +127,7 @@ def _combine_row(row, SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, pa
     pm = tl.load(part_m_ptr + base + js, mask=live, other=float("-inf"), cache_modifier=".cg")
     ps = tl.load(part_s_ptr + base + js, mask=live, other=0.0, cache_modifier=".cg")
     M = tl.max(pm, 0)
-    S = tl.sum(ps * tl.exp2(_ref2(pm) - _ref2(M)), 0)
+    S = tl.sum(ps * _exp_below(_clamp(pm), _clamp(M)), 0)
     if K == 1:
         pi = tl.load(part_i_ptr + base + js, mask=live, other=BIG_INDEX, cache_modifier=".cg")
         top = tl.min(tl.where(pm == M, pi, BIG_INDEX), 0)
@@ -153,11 +163,11 @@ def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
         at = tl.where(gt, off + col_row * LANES, at)
     elif INDEX == 2:
         at = tl.where(gt, off, at)
-    ref_old = _ref2(m)
-    ref = _ref2(m_new)
-    # fma(x, log2e, -ref) rounds once: x log2e is exact inside it, so |x| ~ 1e4 loses nothing.
-    tile_sum = tl.sum(tl.exp2(tl.fma(x, LOG2E, -ref[None, :])), 0)
-    s = tl.fma(s, tl.exp2(ref_old - ref), tile_sum)
+    m_c = _clamp(m_new)
+    # x - m_c first, then the scaling: a product x log2e taken alone would be rounded to ~1e23
+    # apart from m log2e at |x| ~ 1e30 (v4/v5 did that; docs/kernel-notes.md, v6).
+    tile_sum = tl.sum(_exp_below(x, m_c[None, :]), 0)
+    s = tl.fma(s, _exp_below(_clamp(m), m_c), tile_sum)
     return m_new, s, at
 
 
@@ -300,7 +310,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
         m, s, at = _fold(x, full_stop, rows, m, s, at, ROWS, LANES, INDEX)
 
     M = tl.max(m, 0)
-    S = tl.sum(s * tl.exp2(_ref2(m) - _ref2(M)), 0)
+    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
     rank = tl.arange(0, K_PAD)
     if K == 1:
         if INDEX == 2:
@@ -533,6 +543,8 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
         LANES=config.lanes, FUSED_COMBINE=fused, INDEX=config.index if k == 1 else 0,
         PREFETCH=config.prefetch, CAP=max(config.cap, 1), NCOL_PAD=config.ncol_pad if k > 1 else 1,
+        # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
+        # should change nothing there (kept; not timed without it).
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

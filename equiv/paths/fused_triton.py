@@ -76,8 +76,8 @@ def fused_triton(logits, k: int, **layout):
     if logits.dtype != torch.float32:
         logits = logits.float()                  # exact: bfloat16 and float16 embed in float32
     # The interpreter runs the kernel in NumPy, which warns where the GPU silently gives the
-    # intended inf or NaN: |x + FLT_MAX| * log2(e) overflows to inf on purpose, and poisoned
-    # rows compute inf - inf and 1 / 0.
+    # intended inf or NaN: x - max overflows to -inf on purpose near -FLT_MAX (a 0 term), and
+    # poisoned rows compute inf - inf and 1 / 0.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return kernels.draft_topk(logits, k, config)
 
