@@ -27,8 +27,8 @@ DTYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16"}
 @dataclass(frozen=True)
 class Compiled:
     """One layout compiled for sm_90: ``regs`` per thread, ``spill_bytes`` (local memory),
-    ``loop_instructions`` in the main loop, its ``loop_mufu`` and ``loop_loads``, and the
-    ``elements`` each thread folds per iteration."""
+    ``loop_instructions`` in the main loop, its ``loop_mufu`` and ``loop_loads``, the
+    ``elements`` each thread folds per iteration and ``loop_local``, its spill loads/stores."""
 
     dtype: str
     k: int
@@ -42,6 +42,7 @@ class Compiled:
     loop_mufu: int
     loop_loads: int
     elements: int
+    loop_local: int = 0     # LDL/STL in the loop: spill traffic on every iteration
 
     @property
     def per_element(self) -> float:
@@ -60,7 +61,8 @@ class Compiled:
                 f"index={self.index} prefetch={int(self.prefetch)}: {self.regs} regs "
                 f"({self.resident_per_sm()}/SM), spills {self.spill_bytes} B, loop "
                 f"{self.loop_instructions} instr / {self.elements} elements = "
-                f"{self.per_element:.1f}, MUFU {self.loop_mufu}, LDG {self.loop_loads}")
+                f"{self.per_element:.1f}, MUFU {self.loop_mufu}, LDG {self.loop_loads}, "
+                f"LDL/STL {self.loop_local}")
 
 
 def _cuobjdump() -> str:
@@ -123,11 +125,14 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
         sass = subprocess.run([tool, "-sass", cubin], capture_output=True, text=True,
                               check=True).stdout
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
-    local = int(re.search(r"LOCAL:(\d+)", usage).group(1))
+    # Spilled registers live in the stack frame (STACK); LOCAL is only for local arrays, so
+    # reading LOCAL alone reported 0 for layouts that spill in the loop (v6).
+    local = max(int(re.search(r"STACK:(\d+)", usage).group(1)),
+                int(re.search(r"LOCAL:(\d+)", usage).group(1)))
     loop = main_loop(sass)
     return Compiled(dtype, k, rows, num_warps, index, prefetch, regs, local, len(loop),
                     sum("MUFU" in ln for ln in loop), sum("LDG" in ln for ln in loop),
-                    rows * 16 // elem)
+                    rows * 16 // elem, sum("LDL" in ln or "STL" in ln for ln in loop))
 
 
 def main(argv=None) -> int:
