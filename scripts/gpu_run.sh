@@ -1,48 +1,107 @@
 #!/usr/bin/env bash
 # Batched GPU session for the integration checks. Usage: scripts/gpu_run.sh MODE OUTDIR
-#   suite: the whole test suite (tests/ and properties/) with --equiv-device cuda, ci profile
-#   gates: the pre-merge gate on the built-in paths (timed), the nightly-sweep throughput on one
-#          GPU, and the default `equiv mtp` run twice (its table, its time, its determinism)
-# Everything is written under a scratch folder and packed into OUTDIR/MODE.tar.gz (the device
-# tool brings back only a few files); a table of wall times is printed last.
+#   suite:     the whole test suite (tests/ and properties/) on cuda with every candidate isolated
+#              (EQUIV_ISOLATE=always), in parallel processes
+#   timed:     quick gates timed one at a time (whole command, 3 times each: identity_top1,
+#              fused_triton cold then warm, a user's torch file from an unrelated folder, the verify
+#              op's torch_sampler), then the `equiv bench` table (k = 1, 4, 8)
+#   verdicts:  gates in parallel: the four built-in paths isolated, every draft mutant (its gate
+#              JSON carries the diagnosis's cost), the verify op's paths and mutants; checked by
+#              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py)
+#   calibrate: the verify judge's calibration, one run (false positives, power by shape)
+# Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
-mode="${1:?usage: scripts/gpu_run.sh suite|gates OUTDIR}"
-dest="${2:?usage: scripts/gpu_run.sh suite|gates OUTDIR}"
-out=$(mktemp -d)
+mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
+out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
+mkdir -p "$out"
+repo=$PWD
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || export PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
 python3 -c "import torch, triton, numpy, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__)" | tee -a "$out/env.txt"
+git -C "$repo" rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /' | tee -a "$out/env.txt"
 
 declare -a times
-step() {  # step NAME TIMEOUT_S COMMAND...
+step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs to OUTDIR/NAME.log, records rc and wall ms
     local name=$1 limit=$2; shift 2
     local t0=$(date +%s%N)
-    timeout "$limit" "$@" >"$out/$name.log" 2>&1
+    timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     local t1=$(date +%s%N)
-    times+=("$(printf '%-28s rc=%-3s %7d ms' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))")")
+    times+=("$(printf '%-34s rc=%-3s %8d ms' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))")")
 }
 
-if [ "$mode" = suite ]; then
-    step suite 540 env HYPOTHESIS_PROFILE=ci python3 -m pytest -q -p no:cacheprovider --equiv-device cuda \
-         --junitxml="$out/suite-junit.xml"
-    tail -n 25 "$out/suite.log"
-    step sweep_gpu1 120 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs equiv.properties -q -p no:cacheprovider \
-         --equiv-device cuda -n 1 --equiv-sweep-json "$out/sweep-gpu1.json"
-    cat "$out/sweep-gpu1.json" 2>/dev/null | grep -E '"(examples|examples_per_s|wall_s|n_workers|balance_slowest_over_fastest)"' 
-else
-    for c in hardcoded_one identity_top1 fused_triton; do
-        step "gate_$c" 120 python3 -m equiv gate --candidate "$c" --device cuda --json "$out/gate-$c.json"
+verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 6 at a time; one line each
+    xargs -P 6 -L 1 bash -c 'n=$1; shift; t0=$(date +%s%N); timeout -k 5 240 python3 -m equiv gate --device cuda --json "'"$out"'/verdict-$n.json" "$@" >"'"$out"'/verdict-$n.log" 2>&1; rc=$?; printf "%-44s rc=%-3s %6d ms\n" "$n" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))"' _ <"$1"
+}
+
+case "$mode" in
+suite)
+    step suite 570 env HYPOTHESIS_PROFILE=equiv-ci EQUIV_ISOLATE=always python3 -m pytest -q \
+         -p no:cacheprovider -n 14 --equiv-device cuda --junitxml="$out/suite-junit.xml"
+    tail -n 30 "$out/suite.log"
+    ;;
+timed)
+    scratch=$(mktemp -d)                 # a user's project: no equiv checkout in sight
+    cat >"$scratch/k.py" <<'EOF'
+import torch
+
+
+def k1_only(logits, k):
+    if k != 1:
+        raise NotImplementedError("k = 1 only")
+    x = logits.float()
+    m, i = x.max(dim=-1, keepdim=True)
+    return 1.0 / torch.exp(x - m).sum(dim=-1, keepdim=True), i
+EOF
+    cd "$scratch"
+    export TRITON_CACHE_DIR="$scratch/triton-cache"       # empty: the first fused_triton gate compiles
+    step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton --device cuda
+    for i in 1 2 3; do
+        step "gate_identity_top1_$i" 120 python3 -m equiv gate --candidate identity_top1 --device cuda
+        step "gate_fused_triton_warm_$i" 120 python3 -m equiv gate --candidate fused_triton --device cuda
+        step "gate_user_file_$i" 120 python3 -m equiv gate --candidate k.py:k1_only --device cuda
+        step "gate_verify_torch_sampler_$i" 120 python3 -m equiv gate --op verify --candidate torch_sampler --device cuda
     done
-    step sweep_gpu1 180 env HYPOTHESIS_PROFILE=ci python3 -m pytest --pyargs equiv.properties -q -p no:cacheprovider \
-         --equiv-device cuda -n 1 --equiv-shards 4 --equiv-sweep-json "$out/sweep-gpu1.json"
-    step mtp_default 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default.json" --plot "$out/mtp_default.png"
-    step mtp_default_again 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default_again.json"
-    cmp -s "$out/mtp_default.json" "$out/mtp_default_again.json" && echo "mtp JSON identical across runs" || echo "mtp JSON DIFFERS"
-    tail -n 20 "$out/mtp_default.log"
-    cat "$out/sweep-gpu1.json" 2>/dev/null | head -30
-    tail -n 4 "$out"/gate_*.log
-fi
+    tail -n 12 "$out/gate_user_file_1.log"
+    cd "$repo"
+    step bench 240 python3 -m equiv bench --k 1,4,8 --json "$out/bench.json"
+    tail -n 40 "$out/bench.log"
+    ;;
+verdicts)
+    scratch=$(mktemp -d)
+    list="$scratch/verdicts.txt"
+    for c in softmax_topk hardcoded_one identity_top1 fused_triton; do
+        echo "isolated_$c --candidate $c" >>"$list"
+    done
+    python3 - >>"$list" <<'EOF'
+import equiv.mutants as m
+for name, mut in {**m.MUTANTS, **m.GPU_MUTANTS}.items():
+    print(f"mutant_{name} --candidate equiv.mutants:{name} --k {getattr(mut, 'k', 1)}")
+from equiv.ops.verify.mutants import LEGAL_VARIANTS, MUTANTS
+from equiv.ops.verify.paths import VERIFIERS
+for name in VERIFIERS:
+    print(f"verify_{name} --op verify --candidate {name}")
+for name in {**MUTANTS, **LEGAL_VARIANTS}:
+    print(f"verify_{name} --op verify --candidate equiv.ops.verify.mutants:{name}")
+EOF
+    echo "== verdicts (rc 0 = PASS, 1 = FAIL)"
+    EQUIV_ISOLATE=always verdicts <(grep '^isolated_' "$list") | tee "$out/verdicts.txt"
+    verdicts <(grep -v '^isolated_' "$list") | tee -a "$out/verdicts.txt"
+    python3 scripts/gate_summary.py "$out" | tee "$out/gate_summary.txt"
+    step probes 240 python3 scripts/gpu_probe_table.py "$out/probes.json"
+    cat "$out/probes.log"
+    ;;
+calibrate)
+    step calibration 560 python3 -m equiv.ops.verify.calibration --device cuda --workers 14 --seed 1 \
+         --runs "${CAL_RUNS:-1000}" --null-budgets quick --power-budget full \
+         --power-runs "${CAL_POWER_RUNS:-30}" --tv 0.02 --shapes sharper,flatter,swap_top2 \
+         --vocabs 129280 --json "$out/calibration.jsonl"
+    tail -n 20 "$out/calibration.log"
+    ;;
+*)
+    echo "unknown mode $mode: use suite, timed, verdicts or calibrate" >&2
+    exit 2
+    ;;
+esac
 for t in "${times[@]}"; do echo "$t"; done | tee "$out/times.txt"
-tar -czf "$dest/$mode.tar.gz" -C "$out" .
