@@ -50,8 +50,9 @@ entries and partials are compared on (value, lowest index): the lowest index of 
 
 The wrapper at the end picks the tile, warps and the split of V from the batch size, k and the
 device's multiprocessor count (the figures behind the choice are in docs/kernel-notes.md).
-The measured result (one H200, V = 129280, v4): float32 B = 1024 in 125 us, 99% of the read
-ceiling; bf16 B = 1024 in 71-84 us; k = 4 within 1.25x of k = 1 at B >= 256 (docs/bench.md).
+The measured result (one H200, V = 129280, v6, GPU run 2): float32 B = 1024 in 122-124 us,
+98-100% of the read ceiling; bf16 B = 1024 in 70-71 us (85-87%); k = 4 within 1.3x of k = 1 at
+B >= 256 (docs/bench.md, docs/kernel-notes.md).
 """
 from __future__ import annotations
 
@@ -400,12 +401,21 @@ GPU_ROWS = 4
 GPU_PREFETCH = False
 REREAD_TILES = 16                # index 2 (re-read) for programs of at least this many tiles
 MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of lanes
-# Registers per thread as ptxas gives them for sm_90 (equiv/kernels/aot.py, and the sweep's
-# report on the GPU), keyed by (element size, index mode; 0 is k > 1), and the cap (ptx
-# .maxnreg) put on them where the sweep saw no spills: 64K registers / (registers x 128
-# threads) programs fit on an SM at once, and with the cap 1024 rows of bf16 fit one wave.
+# Registers per thread of the uncapped kernels, keyed by (element size, index mode; 0 is k > 1):
+# the input of the split policy where no cap is set (64K registers / (registers x 128 threads)
+# programs fit on an SM at once). These are the local ptxas's figures that the timed layouts of
+# GPU run 2 were computed from; the GPU's Triton 3.6 gave fewer for bf16 (72 / 56 / 72) and 124
+# for fp32 k = 8 (docs/kernel-notes.md, v6). The cap (ptx .maxnreg) fits 1024 bf16 rows in one
+# wave; run 2 saw no spills under it for k = 1, and 236 B at fp32 k = 8 under 56, so k > 1 in
+# fp32 runs uncapped and in bf16 only takes the cap when the batch overfills an uncapped wave.
 REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80}
-MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): 56, (2, 1): 64, (2, 2): 64, (2, 0): 64}
+MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): None, (2, 1): 64, (2, 2): 64, (2, 0): 64}
+# Small batches, k = 1, where GPU run 2 timed a layout faster than the wave-filling default by
+# more than its default-to-default spread: (largest batch, layout). fp32 B <= 8: 8 warps
+# (16 KB tiles, 32 programs a row instead of 64): 3.92 -> 3.73 us, 5.21 -> 4.92 us (run 3 of v3
+# saw the same with rows 8); bf16 B <= 64: 6 programs per SM in the split (11 programs a row
+# instead of 16 at B = 64): 9.74 -> 9.41 us; unchanged at B = 1, 8 (the split is the tile count).
+SMALL_BATCH = {4: (8, {"num_warps": 8}), 2: (64, {"programs_per_sm": 6})}
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -448,8 +458,13 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
     ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
     ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4)."""
-    num_warps = num_warps or GPU_WARPS
     interpreted = INTERPRETED or torch.device(device).type != "cuda"
+    if k == 1 and not interpreted and block is None and rows is None:
+        most, small = SMALL_BATCH.get(elem_size, (0, {}))
+        if batch <= most:
+            num_warps = num_warps or small.get("num_warps")
+            programs_per_sm = programs_per_sm or small.get("programs_per_sm")
+    num_warps = num_warps or GPU_WARPS
     lanes = INTERP_LANES if interpreted else num_warps * 32 * (16 // elem_size)
     if block is not None:
         rows = rows or max(1, block // lanes)
@@ -460,6 +475,10 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
 
     def layout(mode):
         cap_regs = MAXNREG.get((elem_size, mode)) if maxnreg == "default" else maxnreg
+        if (maxnreg == "default" and mode == 0 and not interpreted and cap_regs
+                and batch <= resident_per_sm(REGS[(elem_size, 0)], num_warps)
+                * _sm_count(torch.device(device))):
+            cap_regs = None      # k > 1: the cap only where an uncapped wave cannot hold the batch
         if interpreted:
             slots = INTERP_PROGRAMS
         else:

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     ceiling, how = read_ceiling()
     print(f"ceiling {ceiling:.0f} GB/s ({how}); defaults: rows {fk.GPU_ROWS}, warps {fk.GPU_WARPS}, "
           f"index 1 under {fk.REREAD_TILES} tiles a program, else 2; prefetch {fk.GPU_PREFETCH}; "
-          f"maxnreg {fk.MAXNREG}", flush=True)
+          f"maxnreg {fk.MAXNREG}; small batches {fk.SMALL_BATCH}", flush=True)
     points = []
     for dtype in DTYPES:
         for batch in BATCHES:
