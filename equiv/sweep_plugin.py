@@ -68,7 +68,9 @@ def pytest_configure(config):
 
     if not is_equiv_run(config):
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # An xdist worker's config carries ``workerinput``; the environment variable does not say
+    # as much: a pytest run started inside a worker's test (a subprocess, or pytest.main) inherits it.
+    worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is None:
         if getattr(config.option, "numprocesses", None):
             os.environ[_GPU_ENV] = str(_gpu_count())   # inherited by the workers xdist starts

@@ -111,13 +111,25 @@ def argument_problems(fn, device: str, max_k: int | None) -> tuple[list[str], in
     return problems, calls
 
 
+def argument_probe(fn, device: str, payload: dict) -> tuple[list[str], int]:
+    """``argument_problems`` as a probe of ``equiv.run`` (run where the subject runs)."""
+    return argument_problems(fn, device, payload["max_k"])
+
+
 @pytest.mark.own_k
 def test_builtin_argument_errors(subject, suite):
     if not subject.builtin:
         pytest.skip("a candidate is judged on valid inputs only (k in [1, V], B >= 1)")
     if not subject.supports_k(subject.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at k = {subject.k}")
-    problems, calls = argument_problems(subject.fn, suite.device, subject.max_k)
+    # through the subject's runner: under EQUIV_ISOLATE=always a built-in runs in its worker too
+    out = suite.runner.probe("equiv.properties.test_calls:argument_probe", {"max_k": subject.max_k},
+                             timeout=suite.opts.timeout)
+    if out.abnormal:
+        suite.abnormal(f"the subject {out.problem} in the argument checks")
+    if not out.ok:
+        suite.fail(f"the argument checks: the subject {out.problem}")
+    problems, calls = out.value
     suite.request.node.user_properties.append(("equiv_examples", calls))
     if problems:
         suite.fail("; ".join(problems))

@@ -169,7 +169,7 @@ class MtpRun:
 
 def _candidates(paths, device: str, timeout=60.0):
     from equiv.candidate import Candidate, load_candidate
-    from equiv.paths import path_names
+    from equiv.paths import get_path, path_names
     from equiv.run import load_check, runner_for, trusted
     from equiv.run.supervisor import as_callable
 
@@ -187,13 +187,19 @@ def _candidates(paths, device: str, timeout=60.0):
     paths = list(paths)
     if not paths:
         raise InvalidArgument("paths is empty: give at least one built-in name or spec")
-    # a user's spec runs in its supervised worker (equiv.run), one call per draft step
+    # a user's spec runs in its supervised worker (equiv.run), one call per draft step; so does
+    # a built-in under EQUIV_ISOLATE=always, which stays a built-in: its k limit and its
+    # expected failures are the registry's, wherever it runs
     cands = []
     for p in paths:
         if isinstance(p, str) and not trusted(p.strip()):
-            load_check(p.strip(), device, timeout)   # a spec that does not load: exit 2 now; an
-            cands.append(Candidate(p.strip(), as_callable(runner_for(p.strip(), device, timeout)),
-                                   builtin=False))   # import that exits fails each call instead
+            spec = p.strip()
+            load_check(spec, device, timeout)   # a spec that does not load: exit 2 now; an
+            fn = as_callable(runner_for(spec, device, timeout))   # import that exits fails each call
+            builtin = spec in path_names()
+            if builtin:
+                fn.max_k = get_path(spec).max_k
+            cands.append(Candidate(spec, fn, builtin=builtin))
         else:
             cands.append(load_candidate(p))
     names = [c.name for c in cands]
