@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batched GPU session for the integration checks. Usage: scripts/gpu_run.sh MODE OUTDIR
-#   suite:     the whole test suite (tests/ and properties/) on cuda with every candidate isolated
-#              (EQUIV_ISOLATE=always), in parallel processes
+#   suite:     the whole test suite (tests/ and properties/; or the tests named after OUTDIR) on
+#              cuda with every candidate isolated (EQUIV_ISOLATE=always), in parallel processes
 #   timed:     quick gates timed one at a time (whole command, 3 times each: identity_top1,
 #              fused_triton cold then warm, a user's torch file from an unrelated folder, the verify
 #              op's torch_sampler), then the `equiv bench` table (k = 1, 4, 8)
@@ -13,6 +13,7 @@
 set -uo pipefail
 mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
 out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
+shift 2                                  # suite: what is left names the tests (default: all)
 mkdir -p "$out"
 repo=$PWD
 export PYTHONUNBUFFERED=1
@@ -38,7 +39,7 @@ verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 6 at a tim
 case "$mode" in
 suite)
     step suite 570 env HYPOTHESIS_PROFILE=equiv-ci EQUIV_ISOLATE=always python3 -m pytest -q \
-         -p no:cacheprovider -n 14 --equiv-device cuda --junitxml="$out/suite-junit.xml"
+         -p no:cacheprovider -n 14 --equiv-device cuda --junitxml="$out/suite-junit.xml" "$@"
     tail -n 30 "$out/suite.log"
     ;;
 timed)
