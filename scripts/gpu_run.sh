@@ -7,7 +7,8 @@
 #              op's torch_sampler), then the `equiv bench` table (k = 1, 4, 8)
 #   verdicts:  gates in parallel: the four built-in paths isolated, every draft mutant (its gate
 #              JSON carries the diagnosis's cost), the verify op's paths and mutants; checked by
-#              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py)
+#              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py).
+#              VERDICT_FILTER (an extended regex on the names) limits the gates
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
@@ -32,8 +33,9 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs to OUTDIR/NAME.log, re
     times+=("$(printf '%-34s rc=%-3s %8d ms' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))")")
 }
 
-verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 6 at a time; one line each
-    xargs -P 6 -L 1 bash -c 'n=$1; shift; t0=$(date +%s%N); timeout -k 5 240 python3 -m equiv gate --device cuda --json "'"$out"'/verdict-$n.json" "$@" >"'"$out"'/verdict-$n.log" 2>&1; rc=$?; printf "%-44s rc=%-3s %6d ms\n" "$n" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))"' _ <"$1"
+verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 8 at a time; one line each;
+              # the isolated_* gates run their built-in path in a worker (EQUIV_ISOLATE=always)
+    xargs -P 8 -L 1 bash -c 'n=$1; shift; case $n in isolated_*) export EQUIV_ISOLATE=always;; esac; t0=$(date +%s%N); timeout -k 5 240 python3 -m equiv gate --device cuda --json "'"$out"'/verdict-$n.json" "$@" >"'"$out"'/verdict-$n.log" 2>&1; rc=$?; printf "%-44s rc=%-3s %6d ms\n" "$n" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))"' _ <"$1"
 }
 
 case "$mode" in
@@ -87,8 +89,7 @@ for name in {**MUTANTS, **LEGAL_VARIANTS}:
     print(f"verify_{name} --op verify --candidate equiv.ops.verify.mutants:{name}")
 EOF
     echo "== verdicts (rc 0 = PASS, 1 = FAIL)"
-    EQUIV_ISOLATE=always verdicts <(grep '^isolated_' "$list") | tee "$out/verdicts.txt"
-    verdicts <(grep -v '^isolated_' "$list") | tee -a "$out/verdicts.txt"
+    verdicts <(grep -E "${VERDICT_FILTER:-.}" "$list") | tee "$out/verdicts.txt"
     python3 scripts/gate_summary.py "$out" | tee "$out/gate_summary.txt"
     step probes 240 python3 scripts/gpu_probe_table.py "$out/probes.json"
     cat "$out/probes.log"
