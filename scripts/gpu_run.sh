@@ -91,8 +91,10 @@ EOF
     echo "== verdicts (rc 0 = PASS, 1 = FAIL)"
     verdicts <(grep -E "${VERDICT_FILTER:-.}" "$list") | tee "$out/verdicts.txt"
     python3 scripts/gate_summary.py "$out" | tee "$out/gate_summary.txt"
-    step probes 240 python3 scripts/gpu_probe_table.py "$out/probes.json"
-    cat "$out/probes.log"
+    if [ -z "${NO_PROBES:-}" ]; then
+        step probes 240 python3 scripts/gpu_probe_table.py "$out/probes.json"
+        cat "$out/probes.log"
+    fi
     ;;
 calibrate)
     step calibration 560 python3 -m equiv.ops.verify.calibration --device cuda --workers 14 --seed 1 \
