@@ -23,7 +23,7 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from equiv.checks import NamedChecks
 from equiv.validation import check_choice, check_choices, check_float, check_int
@@ -69,6 +69,7 @@ class Stage:
     total: int = 0
     why: str = ""
     ran: dict = field(default_factory=dict)
+    seconds: float = 0.0                        # its wall time (where a slow gate spends it)
 
     @property
     def effective(self) -> bool:
@@ -394,6 +395,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
         for n, name in enumerate(stages):
             if progress:
                 progress(n, len(stages), name)
+            t_stage = time.perf_counter()
             if name == "properties":
                 got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
                                           seed=seed, timeout=timeout, stage_timeout=stage_timeout)
@@ -409,7 +411,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
             else:
                 got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
             checks += got
-            done.append(st)
+            done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
         if progress:
             progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)

@@ -17,6 +17,7 @@ The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--j
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from equiv.validation import check_choice, check_choices, check_int
 
@@ -75,6 +76,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     for n, name in enumerate(stages if loaded is None else ()):
         if progress:
             progress(n, len(stages), name)
+        t_stage = time.perf_counter()
         if name == "properties":
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
@@ -95,7 +97,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
                                             "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
                                                        f"{verdict.rows} rows"})
         checks += got
-        done.append(st)
+        done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
