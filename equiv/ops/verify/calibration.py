@@ -164,6 +164,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    for flag, value, least in (("--runs", args.runs, 0), ("--power-runs", args.power_runs, 0),
+                               ("--workers", args.workers, 1)):
+        if value < least:
+            ap.error(f"{flag}={value} is invalid: give {least} or more" + (" (0 skips that part)" if not least else ""))
     device = resolve_device(args.device)
     rows = []
 
@@ -174,10 +178,10 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    for budget in filter(None, args.null_budgets.split(",")):
+    for budget in filter(None, args.null_budgets.split(",") if args.runs else ()):
         timed({"verifier": "torch_sampler", "budget": budget, "shape": "-", "tv": 0.0, "vocab": "plan"},
               torch_sampler, statistical_cases(budget), args.runs)
-    vocabs = [int(v) for v in args.vocabs.split(",") if v]
+    vocabs = [int(v) for v in args.vocabs.split(",") if v] if args.power_runs else []
     for i, vocab in enumerate(vocabs):
         cases = [replace(c, recipe=c.recipe.with_(vocab=vocab)) for c in statistical_cases(args.power_budget)]
         for tv in [float(t) for t in args.tv.split(",")] if i == 0 else [0.02]:
