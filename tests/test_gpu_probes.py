@@ -48,6 +48,17 @@ def test_row_agreement_accepts_ties_and_rejects_a_wrong_index():
     assert off is not None and off.startswith("row 0:")
 
 
+def test_probe_rows_are_distinct_deterministic_and_start_with_the_recipe():
+    from equiv.inputs import Recipe
+
+    p = {**gpu_probes.BATCH_DEFAULTS, "vocab": 1000}
+    x = gpu_probes._rows(p, 200, 5, "cpu")
+    assert x.shape == (200, 1000) and x.is_contiguous() and torch.equal(x, gpu_probes._rows(p, 200, 5, "cpu"))
+    assert torch.equal(x[:gpu_probes.BASE_ROWS], Recipe("gaussian", seed=5, batch=64, vocab=1000).build("cpu"))
+    assert len({tuple(r) for r in x.tolist()}) == 200             # no row repeats another
+    assert len(set(x.argmax(1).tolist())) > 150                   # and the maxima move with the block
+
+
 def test_batch_invariance_measures_bits_and_requires_them_only_when_asked():
     base = gpu_probes.measure_batch_invariance(equiv.get_path("softmax_topk"), "cpu",
                                                {**SMALL, "require_bitwise": True})
