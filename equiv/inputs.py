@@ -15,7 +15,9 @@ Families (``FAMILIES``)
 - ``dominant``: gaussian with one token ``12 * scale`` above the rest (p_top1 close to 1).
 - ``near_uniform``: a constant plus noise of relative size 1e-6 (every probability ~ 1/V).
 - ``ties_max``: gaussian with ``ties`` (>= 2) entries equal to the row maximum, at ``position``
-  ``first``, ``last``, ``tail`` (the last block of the row) or ``random``.
+  ``first``, ``last``, ``tail`` (the last block of the row), ``strided`` (indices spaced by a
+  power of two, a smaller one on each following row: they share a bucket of any bucketed or
+  approximate top-k whose bucket count divides the spacing) or ``random``.
 - ``near_ties``: gaussian whose top ``ties`` entries are 1 ULP of the dtype apart.
 - ``neginf_pad``: gaussian whose last ``specials`` entries (default V // 8, at most V - 1 so that
   one finite entry is left) are -inf, as vocab padding.
@@ -44,7 +46,8 @@ from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_float, check_int
 
 DTYPES = ("float32", "bfloat16", "float16")
-POSITIONS = ("first", "last", "tail", "random")
+POSITIONS = ("first", "last", "tail", "strided", "random")
+STRIDED_ROWS = 10                                # row b is spaced by 2**(top - b % STRIDED_ROWS)
 FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties", "neginf_pad",
             "poison_mix", "huge", "subnormal", "bf16_quantized", "row_offsets")
 # Families whose rows are all healthy and finite (safe for metamorphic properties on values).
@@ -107,8 +110,13 @@ def _torch_dtype(name: str):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def _positions(rng, r: Recipe, n: int) -> np.ndarray:
+def _positions(rng, r: Recipe, n: int, row: int = 0) -> np.ndarray:
     n = min(n, r.vocab)
+    if r.position == "strided":
+        top = int(np.log2((r.vocab - 1) // (n - 1))) if n > 1 and r.vocab > n else 0
+        step = 2 ** max(top - row % STRIDED_ROWS, 0)
+        start = int(rng.integers(r.vocab - (n - 1) * step))
+        return start + step * np.arange(n)
     if r.position == "first":
         return np.arange(n)
     if r.position == "last":
@@ -155,10 +163,10 @@ def build(r: Recipe, device="cpu"):
         if r.family == "dominant":
             row[int(rng.integers(r.vocab))] = float(row.float().max()) + 12 * r.scale
         elif r.family == "ties_max":
-            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2)))
+            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2), b))
             row[pos] = row.max() + 1.0
         elif r.family == "near_ties":
-            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2)))
+            pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2), b))
             top = row.max() + 1.0
             vals_at = torch.full((pos.numel(),), float(top), dtype=x.dtype)
             for i in range(1, pos.numel()):      # each one ULP below the previous

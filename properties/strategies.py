@@ -44,7 +44,7 @@ SHIFTS = (0.0, -30.0, 8.0, -1000.0, 100.0)
 # family lifts by up to 3e4 and "row_offsets" by 3e3, so 32768 + 33000 + noise < 65504.
 HUGE_SHIFTS = {"float32": (1e30, -3e38), "bfloat16": (1e30, -3e38), "float16": (32768.0, -32768.0)}
 PADS = (0, 1, 7, 129)
-POSITIONS = ("random", "first", "last", "tail")   # "random" first: the Recipe default
+POSITIONS = ("random", "first", "last", "tail", "strided")   # "random" first: the Recipe default
 MAX_ELEMENTS = 2 ** 20                   # B * V of one example: 8 rows at V = 129280, 1024 at 1023
 
 _USES_TIES = ("ties_max", "near_ties")

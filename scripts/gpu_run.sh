@@ -59,17 +59,29 @@ def k1_only(logits, k):
 EOF
     cd "$scratch"
     export TRITON_CACHE_DIR="$scratch/triton-cache"       # empty: the first fused_triton gate compiles
-    step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton --device cuda
+    step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton --device cuda \
+         --json "$out/gate_fused_triton_cold.json"
     for i in 1 2 3; do
-        step "gate_identity_top1_$i" 120 python3 -m equiv gate --candidate identity_top1 --device cuda
-        step "gate_fused_triton_warm_$i" 120 python3 -m equiv gate --candidate fused_triton --device cuda
-        step "gate_user_file_$i" 120 python3 -m equiv gate --candidate k.py:k1_only --device cuda
-        step "gate_verify_torch_sampler_$i" 120 python3 -m equiv gate --op verify --candidate torch_sampler --device cuda
+        for g in "identity_top1 identity_top1" "fused_triton_warm fused_triton" "user_file k.py:k1_only"; do
+            set -- $g
+            step "gate_$1_$i" 120 python3 -m equiv gate --candidate "$2" --device cuda --json "$out/gate_$1_$i.json"
+        done
+        [ -n "${NO_VERIFY:-}" ] || step "gate_verify_torch_sampler_$i" 120 python3 -m equiv gate --op verify \
+            --candidate torch_sampler --device cuda --json "$out/gate_verify_$i.json"
     done
     tail -n 12 "$out/gate_user_file_1.log"
+    python3 - "$out" <<'PY'
+import glob, json, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "gate_*.json"))):
+    d = json.load(open(f))
+    st = " ".join(f"{k}={v.get('seconds', 0):.1f}" for k, v in (d.get("stages") or {}).items())
+    print(f"{os.path.basename(f):36s} {d.get('verdict', d.get('passed'))!s:6s} {st}")
+PY
     cd "$repo"
-    step bench 240 python3 -m equiv bench --k 1,4,8 --json "$out/bench.json"
-    tail -n 40 "$out/bench.log"
+    if [ -z "${NO_BENCH:-}" ]; then
+        step bench 240 python3 -m equiv bench --k 1,4,8 --json "$out/bench.json"
+        tail -n 40 "$out/bench.log"
+    fi
     ;;
 verdicts)
     scratch=$(mktemp -d)

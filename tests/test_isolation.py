@@ -25,6 +25,16 @@ def spec(name: str) -> str:
     return f"{HOSTILE}:{name}"
 
 
+def _hostile():
+    """The hostile candidates as a module of this process (to call them directly)."""
+    import importlib.util
+
+    mod_spec = importlib.util.spec_from_file_location("equiv_test_hostile", HOSTILE)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(autouse=True)
 def _fresh_runners():
     yield
@@ -109,3 +119,67 @@ def test_inputs_cross_as_descriptions_and_arrive_bit_identical():
     y = raw.build("cpu")
     assert raw.pad == 2 and y.stride() == x.stride()
     assert torch.equal(x.view(torch.int16), y.view(torch.int16))
+
+
+# -- a red-team pass over the isolated gate: each of these passed or broke the verdict before -------
+
+def test_inputs_sit_at_a_nonzero_storage_offset_after_a_canary_band():
+    # before: every input started at offset 0, so code that reads from the storage's base passed
+    res = compare(spec("ignores_storage_offset"), SMALL, 1, timeout=30)
+    assert not res.passed and not res.check("index").passed, res.summary()
+    res = compare(spec("writes_before_row"), SMALL, 1, timeout=30)
+    assert not res.passed and "before the first row" in res.check("contract").detail, res.summary()
+
+
+def test_the_verdict_process_never_runs_code_named_by_a_reply():
+    import pickle
+
+    from equiv.run.outcome import to_host
+    from equiv.run.wire import ReplyError, loads
+
+    # before: the reply was unpickled as it came, and this object's __reduce__ (os._exit(0)) ended
+    # the verdict process with status 0: a PASS-looking exit and no verdict
+    res = compare(spec("exits_when_unpickled"), SMALL, 1, timeout=30)
+    assert not res.passed and "_ExitWhenRead" in res.check("contract").detail, res.summary()
+    res = compare(spec("returns_own_object"), SMALL, 1, timeout=30)
+    assert not res.passed and "_OwnRecord" in res.check("contract").detail, res.summary()
+    hostile = _hostile()
+    forged = pickle.dumps(("outcome", hostile._ExitWhenRead(0)))
+    with pytest.raises(ReplyError, match="_exit"):
+        loads(forged)
+    with pytest.raises(ReplyError, match="not a well-formed reply"):
+        loads(b"not a pickle")
+    assert isinstance(to_host(hostile._ExitWhenRead(3)), type(to_host(object())))   # Opaque
+    ok = loads(pickle.dumps(to_host((torch.zeros(2, 1), torch.zeros(2, 1, dtype=torch.int64), 3, "s"))))
+    assert ok[0].shape == (2, 1) and ok[2:] == (3, "s")
+
+
+@pytest.mark.parametrize("name", ["returns_list", "returns_topk_result"])
+def test_lists_and_named_tuples_are_outputs_everywhere(name):
+    from equiv.mtp.decoding import call_path
+
+    res = compare(spec(name), SMALL, 1, timeout=30)
+    assert res.passed, res.summary()
+    hostile = _hostile()
+    # before: the MTP decoder required a tuple, so a list failed the gate's MTP stage only
+    p, idx = call_path(getattr(hostile, name), SMALL.build(), 1, name)
+    assert p.dtype == torch.float32 and idx.dtype == torch.int64
+
+
+def test_an_int32_index_fails_the_contract_and_the_mtp_decoder_alike():
+    from equiv.errors import EquivError
+    from equiv.mtp.decoding import call_path
+
+    res = compare(spec("int32_index"), SMALL, 1, timeout=30)
+    assert not res.passed and "int64" in res.check("contract").detail
+    hostile = _hostile()
+    # before: the decoder converted it and went on, so MTP passed what the contract failed
+    with pytest.raises(EquivError, match="int64"):
+        call_path(hostile.int32_index, SMALL.build(), 1, "int32_index")
+
+
+def test_an_approximate_top_k_fails_on_strided_top_entries():
+    strided = Recipe.parse("near_ties:seed=7,batch=10,vocab=129280,dtype=float32,ties=6,position=strided")
+    assert compare(spec("approximate_top_k"), strided, 1, timeout=60).passed       # exact at k = 1
+    res = compare(spec("approximate_top_k"), strided, 4, timeout=60)
+    assert not res.passed and not res.check("index").passed, res.summary()

@@ -69,13 +69,17 @@ class DecodeOutcome:
 
 
 def call_path(path, logits, k: int, name: str):
-    """``path(logits, k)`` with its outputs checked: ``(topk_p float32 [N, k], index int64 [N, k])``,
-    both fresh dense copies: the contract allows any strides and a float64 ``topk_p``, and the
-    rounds below ``view`` and keep the outputs across calls."""
+    """``path(logits, k)`` with its outputs checked by the same contract as ``equiv.compare``
+    (a tuple or list ``(topk_p, topk_index)`` of shape ``[N, k]`` on the logits' device;
+    ``topk_p`` float32, float64 or the input dtype; ``topk_index`` int64; any strides), returned
+    as fresh dense ``(float32, int64)`` copies: the rounds below ``view`` and keep the outputs
+    across calls."""
     import torch
 
+    from equiv.compare import ALLOWED_P_DTYPES
+
     out = path(logits, k)
-    if not (isinstance(out, tuple) and len(out) == 2):
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise EquivError(f"path {name!r} returned {type(out).__name__}, not (topk_p, topk_index)")
     p, idx = out
     want = (logits.shape[0], k)
@@ -83,7 +87,14 @@ def call_path(path, logits, k: int, name: str):
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise EquivError(f"path {name!r} returned {what} of shape {shape}, expected {want}")
-    if idx.dtype.is_floating_point or idx.dtype == torch.bool:
+        if t.device.type != logits.device.type:
+            raise EquivError(f"path {name!r} returned {what} on {t.device}, expected the input's device "
+                             f"{logits.device}")
+    p_dtype, in_dtype = str(p.dtype).removeprefix("torch."), str(logits.dtype).removeprefix("torch.")
+    if p_dtype not in ALLOWED_P_DTYPES + (in_dtype,):
+        raise EquivError(f"path {name!r} returned topk_p of dtype {p_dtype}, expected float32, float64 "
+                         f"or the input dtype {in_dtype}")
+    if idx.dtype != torch.int64:
         raise EquivError(f"path {name!r} returned topk_index of dtype {idx.dtype}, expected int64")
     dense = {"memory_format": torch.contiguous_format, "copy": True}
     return p.to(torch.float32, **dense), idx.to(torch.int64, **dense)

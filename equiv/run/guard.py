@@ -7,10 +7,14 @@ Plan
   array (element-level values, for small or transformed inputs), or any picklable object with
   ``build(device)`` returning a tensor or a tuple of tensors (the verify operation's triples).
   ``Seeded(seed)`` crosses as a seed and becomes a ``torch.Generator`` on the worker's device.
-- ``guarded(t)`` copies each input tensor into a larger buffer: the rows keep the stride they were
-  built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row and a band
-  after the last row hold canary values (large finite numbers, which also win an argmax that
-  reads past the row). ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
+- ``Guarded(t)`` copies each input tensor into a larger buffer: the rows keep the stride they were
+  built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row, a band
+  after the last row and a band of ``LEAD_BYTES`` before the first row hold canary values (large
+  finite numbers, which also win an argmax that reads past the row). The leading band gives
+  every input a nonzero ``storage_offset()``, as a slice of an engine's larger buffer has: a
+  kernel that reads from the storage's base instead of the tensor's first element reads
+  canaries. It keeps the data 256-byte aligned, as a fresh allocation is, so alignment-
+  specialized code paths are not pushed off their usual path. ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
   snapshot: ONE rule for "modified its input", used everywhere. A rewrite that keeps the value
   (a NaN with another payload, +0 for -0) still fails: the logits buffer is shared with the
   engine's other readers, and a kernel that writes into it is a race whatever it writes. Changed
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 GUARD_MIN = 64                                   # canary elements after the last row, at least
+LEAD_BYTES = 256                                 # canary bytes before the first row
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,10 @@ class Guarded:
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         self.rows, self.last, self.stride = rows, last, stride
         guard = max(GUARD_MIN, stride)
-        self.buffer = torch.full((rows * stride + guard,), _canary(t.dtype), dtype=t.dtype, device=t.device)
-        self.tensor = self.buffer[: rows * stride].view(rows, stride)[:, :last].view(shape)
+        self.lead = lead = max(1, LEAD_BYTES // t.element_size())
+        self.buffer = torch.full((lead + rows * stride + guard,), _canary(t.dtype), dtype=t.dtype,
+                                 device=t.device)
+        self.tensor = self.buffer[lead: lead + rows * stride].view(rows, stride)[:, :last].view(shape)
         self.tensor.copy_(t)
         self.snapshot = self.buffer.clone()
 
@@ -129,8 +136,8 @@ class Guarded:
         n_body = 0
         first_body = first_guard = None
         for pos in diff.tolist():
-            row, col = divmod(pos, self.stride)
-            inside = row < self.rows and col < self.last
+            row, col = divmod(pos - self.lead, self.stride)
+            inside = 0 <= row < self.rows and col < self.last
             n_body += inside
             if inside and first_body is None:
                 first_body = (pos, row, col)
@@ -144,10 +151,11 @@ class Guarded:
         n_guard = diff.numel() - n_body
         if first_guard is not None:
             pos, row, col = first_guard
-            where = "after the last row" if row >= self.rows else f"in the padding of row {row}"
+            where = ("before the first row" if row < 0 else "after the last row" if row >= self.rows
+                     else f"in the padding of row {row}")
             parts.append(f"wrote past its input {self.name} {when}: {n_guard} canary element(s) changed, "
-                         f"first {where} (offset {pos}): {self._show(self.snapshot, pos)} -> "
-                         f"{self._show(self.buffer, pos)}")
+                         f"first {where} (element {pos - self.lead} from the input's start): "
+                         f"{self._show(self.snapshot, pos)} -> {self._show(self.buffer, pos)}")
         return "; ".join(parts)
 
     @staticmethod

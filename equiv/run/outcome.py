@@ -75,9 +75,15 @@ def failed(kind: str, problem: str, **extra) -> CallOutcome:
     return CallOutcome(ok=False, kind=kind, problem=problem, **extra)
 
 
+_PLAIN = (bool, int, float, str, bytes, type(None))
+
+
 def to_host(value):
     """The returned structure with every tensor replaced by an ``Array`` (recursively in
-    tuples, lists and dicts); plain values kept; anything else becomes ``Opaque``."""
+    tuples, lists and dicts, whose subclasses, such as ``torch.return_types.topk``, become the
+    plain container); plain values of exactly a builtin or NumPy type kept; anything else,
+    subclasses of plain types and object arrays included, becomes ``Opaque``: only our own
+    types cross back (``equiv.run.wire`` reads nothing else)."""
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -88,10 +94,16 @@ def to_host(value):
             host = t.cpu().numpy()
         return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
                      str(t.device), bool(t.is_contiguous()))
-    if isinstance(value, (tuple, list)):
-        return type(value)(to_host(v) for v in value) if isinstance(value, tuple) else [to_host(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(to_host(v) for v in value)
+    if isinstance(value, list):
+        return [to_host(v) for v in value]
     if isinstance(value, dict):
         return {str(k): to_host(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str, bytes, np.ndarray, np.generic)):
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is np.ndarray and not value.dtype.hasobject:
+        return value
+    if isinstance(value, np.generic) and type(value).__module__ == "numpy" and not value.dtype.hasobject:
         return value
     return Opaque(type(value).__name__)

@@ -31,6 +31,7 @@ import time
 from multiprocessing import Pipe
 
 from equiv.errors import CandidateLoadError
+from equiv.run import wire
 from equiv.run.outcome import CallOutcome, failed
 
 MAX_ABNORMAL = 3
@@ -189,9 +190,17 @@ class WorkerRunner:
             return failed("timeout", f"did not return within {timeout:g} s {when} (the worker was "
                                      f"killed; raise the limit with --timeout)", log_tail=tail)
         try:
-            return self.conn.recv()
+            data = self.conn.recv_bytes()
         except (EOFError, OSError, ConnectionError):
             return self._ended(when)
+        try:
+            return wire.loads(data)
+        except wire.ReplyError as exc:
+            tail = self._log_tail()
+            self._kill()                         # its next reply could not be trusted to line up
+            return failed("raised", f"sent a reply that could not be read {when}: it names {exc}, "
+                                    f"which is not an output type (return tensors or plain values)",
+                          log_tail=tail)
 
     def _abnormal(self, outcome: CallOutcome) -> CallOutcome:
         if outcome.abnormal:

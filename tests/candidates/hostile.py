@@ -125,3 +125,71 @@ def non_contiguous_outputs(logits, k):
     p_buf[:, ::2] = v
     i_buf[:, ::2] = i
     return p_buf[:, ::2], i_buf[:, ::2]
+
+
+# -- found by a red-team pass over the isolated gate -------------------------------------------------
+
+def ignores_storage_offset(logits, k):
+    """Reads from the storage's base (as raw-pointer code using storage().data() would): right
+    whenever the logits start at offset 0, wrong for any slice of a larger buffer."""
+    return _right(torch.as_strided(logits, logits.shape, logits.stride(), 0), k)
+
+
+def writes_before_row(logits, k):
+    """Writes one element just before the first row (a negative-index store)."""
+    out = _right(logits, k)
+    if logits.storage_offset() > 0:
+        logits.as_strided((1,), (1,), logits.storage_offset() - 1)[0] = 0.0
+    return out
+
+
+def approximate_top_k(logits, k):
+    """A bucketed top-k (the maximum of each bucket index % 4096, then the top-k of those maxima):
+    exact at k = 1, it drops a true top-k entry when two of them share a bucket."""
+    p = torch.softmax(logits.float(), -1)
+    B, V = p.shape
+    nb = min(4096, V)
+    pad = (-V) % nb
+    if pad:
+        p_b = torch.cat([p, torch.full((B, pad), -1.0, device=p.device)], 1)
+    else:
+        p_b = p
+    best, at = p_b.view(B, -1, nb).max(1)
+    v, bucket = torch.topk(best, min(k, nb), -1)
+    return v, at.gather(1, bucket) * nb + bucket
+
+
+class _ExitWhenRead(int):
+    """An int whose unpickling calls os._exit(0): a process that unpickles it ends with status 0."""
+
+    def __reduce__(self):
+        return (os._exit, (0,))
+
+
+def exits_when_unpickled(logits, k):
+    return _ExitWhenRead(0), _ExitWhenRead(0)
+
+
+class _OwnRecord:
+    pass
+
+
+def returns_own_object(logits, k):
+    """An instance of a class of this module: unpickling it elsewhere would import this module."""
+    return _OwnRecord(), _OwnRecord()
+
+
+def returns_list(logits, k):
+    """Correct values as a list [topk_p, topk_index] (the contract accepts a tuple or a list)."""
+    return list(_right(logits, k))
+
+
+def returns_topk_result(logits, k):
+    """Correct: torch.topk's own named tuple (a tuple subclass), as users write it."""
+    return torch.topk(torch.softmax(logits.float(), -1), k, -1)
+
+
+def int32_index(logits, k):
+    """Right values, topk_index in int32 (the contract says int64)."""
+    v, i = _right(logits, k)
+    return v, i.to(torch.int32)
