@@ -199,6 +199,31 @@ def test_all_neginf_and_inf_rows_at_any_magnitude():
         assert idx[3, 0] == 0
 
 
+# v7's load knobs (KernelConfig.stages / cache / evict) change how the main loop's tiles are
+# loaded, never what is computed: the same layout with and without each must agree bit for bit.
+# The interpreter runs tl.range(num_stages=...) as a plain range, so this pins the loop's
+# semantics and the launch of the knob kernel; the pipelining itself is compiled only on a GPU.
+LOAD_KNOBS = {"ns2": {"stages": 2}, "ns3_idx2": {"stages": 3, "index": 2}, "ns4": {"stages": 4},
+              "cg": {"cache": ".cg"}, "evict_first": {"evict": "evict_first"}}
+
+
+@pytest.mark.parametrize("knob", LOAD_KNOBS)
+@pytest.mark.parametrize("k", [1, 4])
+def test_load_knobs_give_the_default_result(knob, k):
+    base = {"block": 256, "rows": 4, "splits": 3}
+    x = torch.cat([_hand_poisoned(), Recipe(seed=k, batch=3, vocab=1100, scale=3.0).build()])
+    want_p, want_i = with_layout(**base)(x, k)
+    got_p, got_i = with_layout(**base, **LOAD_KNOBS[knob])(x, k)
+    assert torch.equal(got_i, want_i)
+    assert torch.equal(got_p.nan_to_num(-1.0), want_p.nan_to_num(-1.0))
+    check(with_layout(**base, **LOAD_KNOBS[knob]), Recipe(seed=5, batch=2, vocab=4097), k)
+
+
+def test_stages_with_prefetch_is_refused():
+    with pytest.raises(equiv.InvalidArgument, match="stages"):
+        with_layout(stages=3, prefetch=True)(torch.zeros(1, 8), 1)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("k", [1, 4])
 def test_half_inputs_upcast_on_cpu(dtype, k):

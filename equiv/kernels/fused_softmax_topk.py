@@ -173,11 +173,16 @@ def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
 
 
 @triton.jit
-def _load_tile(x_row, offs, stop, MASKED: tl.constexpr):
+def _load_tile(x_row, offs, stop, MASKED: tl.constexpr, CACHE: tl.constexpr,
+               EVICT: tl.constexpr):
+    """One tile of logits; past ``stop`` (MASKED) -inf. ``CACHE`` / ``EVICT`` are tl.load's cache
+    modifier and eviction policy for the streaming loads of the main loop ("": Triton's default,
+    the v6 load)."""
     if MASKED:
-        return tl.load(x_row + offs, mask=offs < stop, other=float("-inf"))
+        return tl.load(x_row + offs, mask=offs < stop, other=float("-inf"), cache_modifier=CACHE,
+                       eviction_policy=EVICT)
     else:
-        return tl.load(x_row + offs)
+        return tl.load(x_row + offs, cache_modifier=CACHE, eviction_policy=EVICT)
 
 
 @triton.jit
@@ -186,7 +191,7 @@ def _merge_tile(x_row, off, stop, tile, rank, list_v, list_j, worst_v, worst_j,
     """Merge one tile into the running top-K list (the fallback of step 2): only when the tile's
     max beats the list's worst entry, one element at a time."""
     offs = off + tile
-    x = _load_tile(x_row, offs, stop, MASKED).to(tl.float32)
+    x = _load_tile(x_row, offs, stop, MASKED, "", "").to(tl.float32)
     key = tl.where(x == x, x, float("-inf"))   # NaN rows: p is NaN whatever is listed
     if MASKED:
         key_j = tl.where(offs < stop, offs, BIG_INDEX)
@@ -271,12 +276,19 @@ def _chunk_topk(x_row, start, stop, m, lane, LANES: tl.constexpr,
 
 
 @triton.jit
-def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
-                       part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
-                       ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
-                       K_PAD: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                       FUSED_COMBINE: tl.constexpr, INDEX: tl.constexpr,
-                       PREFETCH: tl.constexpr, CAP: tl.constexpr, NCOL_PAD: tl.constexpr):
+def _draft_topk_loads_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
+                             part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr,
+                             count_ptr, ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr,
+                             K: tl.constexpr, K_PAD: tl.constexpr, ROWS: tl.constexpr,
+                             LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
+                             INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
+                             NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
+                             EVICT: tl.constexpr):
+    """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
+    with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
+    software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
+    Launched as a kernel only when one of them is set; ``_draft_topk_kernel`` inlines it with
+    all three off."""
     row = tl.program_id(0)
     split = tl.program_id(1)
     start = split * CHUNK
@@ -302,12 +314,18 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
             x = nxt
             nxt = tl.load(x_row + tl.minimum(off + ROWS * LANES, last) + tile)
             m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
+    elif STAGES > 0:
+        # Triton's software pipeliner: the loads of the next STAGES - 1 tiles are in flight (on
+        # Hopper as asynchronous copies into shared memory, no registers) while this one folds.
+        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
     else:
         for off in range(start, full_stop, ROWS * LANES):
-            x = _load_tile(x_row, off + tile, stop, False)
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
             m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
     if full_stop < stop:
-        x = _load_tile(x_row, full_stop + tile, stop, True)
+        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
         m, s, at = _fold(x, full_stop, rows, m, s, at, ROWS, LANES, INDEX)
 
     M = tl.max(m, 0)
@@ -354,6 +372,21 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
 
 
 @triton.jit
+def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
+                       part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
+                       ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
+                       K_PAD: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
+                       FUSED_COMBINE: tl.constexpr, INDEX: tl.constexpr,
+                       PREFETCH: tl.constexpr, CAP: tl.constexpr, NCOL_PAD: tl.constexpr):
+    """The kernel of the defaults: plain loads, not pipelined (v6's kernel, and the signature
+    that ``equiv.kernels.aot`` compiles)."""
+    _draft_topk_loads_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr, part_m_ptr,
+                             part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
+                             ONE_CHUNK, S_PAD, K, K_PAD, ROWS, LANES, FUSED_COMBINE, INDEX,
+                             PREFETCH, CAP, NCOL_PAD, 0, "", "")
+
+
+@triton.jit
 def _combine_kernel(SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, p_ptr,
                     idx_ptr, S_PAD: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr):
     _combine_row(tl.program_id(0), SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr,
@@ -372,7 +405,12 @@ class KernelConfig:
     more), or a second launch (``separate``). ``index`` is how k = 1 finds the row of a lane's
     max (1: in the loop, 2: one re-read after it); ``prefetch`` loads the next tile before
     folding this one; ``cap`` is how many lanes k > 1 reads back before it falls back to a
-    second pass (1: always the second pass); ``maxnreg`` caps the registers per thread."""
+    second pass (1: always the second pass); ``maxnreg`` caps the registers per thread.
+    v7's load knobs, all off by default (then the kernel is v6's): ``stages`` > 1 lets Triton
+    software-pipeline the main loop over that many tiles (``tl.range(num_stages=...)``; on
+    Hopper asynchronous copies into (stages - 1) tiles of shared memory), ``cache`` and
+    ``evict`` are tl.load's cache modifier (".cg": not in L1) and eviction policy
+    ("evict_first") on the main loop's loads."""
 
     rows: int
     lanes: int
@@ -384,10 +422,18 @@ class KernelConfig:
     prefetch: bool = True
     cap: int = 8
     maxnreg: int | None = None
+    stages: int = 0
+    cache: str = ""
+    evict: str = ""
 
     @property
     def block(self) -> int:
         return self.rows * self.lanes
+
+    @property
+    def load_knobs(self) -> bool:
+        """Whether the launch needs the kernel with the v7 load knobs."""
+        return bool(self.stages or self.cache or self.evict)
 
     @property
     def ncol_pad(self) -> int:
@@ -422,6 +468,7 @@ INTERP_LANES = 4096
 INTERP_ROWS = 8
 INTERP_PROGRAMS = 4
 
+SHARED_PER_SM = 228 * 1024
 _SM_COUNT: dict = {}
 
 
@@ -431,9 +478,14 @@ def _sm_count(device) -> int:
     return _SM_COUNT[device]
 
 
-def resident_per_sm(regs: int, num_warps: int) -> int:
-    """Programs of ``num_warps`` warps that fit on one SM by registers (allocated by 8)."""
-    return max(1, 65536 // (-(-regs // 8) * 8 * 32 * num_warps))
+def resident_per_sm(regs: int, num_warps: int, shared: int = 0) -> int:
+    """Programs of ``num_warps`` warps that fit on one SM by registers (allocated by 8) and, for
+    ``shared`` bytes of shared memory per program, by the 228 KiB of an sm_90 SM (1 KiB of it
+    reserved per program)."""
+    fit = 65536 // (-(-regs // 8) * 8 * 32 * num_warps)
+    if shared:
+        fit = min(fit, SHARED_PER_SM // (shared + 1024))
+    return max(1, fit)
 
 
 def split_rows(batch: int, slots: int) -> int:
@@ -448,7 +500,7 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default") -> KernelConfig:
+                  maxnreg="default", stages=0, cache="", evict="") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -457,7 +509,9 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
     ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
-    ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4)."""
+    ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4). ``stages``, ``cache``
+    and ``evict`` are the load knobs of ``KernelConfig``; the shared memory of a pipelined loop,
+    (stages - 1) tiles, counts in the programs that fit on an SM."""
     interpreted = INTERPRETED or torch.device(device).type != "cuda"
     if k == 1 and not interpreted and block is None and rows is None:
         most, small = SMALL_BATCH.get(elem_size, (0, {}))
@@ -472,6 +526,7 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     rows = rows or (INTERP_ROWS if interpreted else GPU_ROWS)
     block = rows * lanes
     tiles = triton.cdiv(vocab, block)
+    shared = (stages - 1) * block * elem_size if stages > 1 else 0
 
     def layout(mode):
         cap_regs = MAXNREG.get((elem_size, mode)) if maxnreg == "default" else maxnreg
@@ -483,7 +538,7 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
             slots = INTERP_PROGRAMS
         else:
             per_sm = programs_per_sm or resident_per_sm(cap_regs or REGS.get((elem_size, mode), 128),
-                                                        num_warps)
+                                                        num_warps, shared)
             slots = per_sm * _sm_count(torch.device(device))
         n = splits if splits is not None else split_rows(batch, slots)
         if splits is None and k > 1:              # bound the read-back of a chunk's lanes
@@ -499,12 +554,18 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     n_split = triton.cdiv(vocab, chunk)           # no program may start past V
     if cap is None:
         cap = 8 if k <= 4 else 16
+    prefetch = GPU_PREFETCH if prefetch is None else bool(prefetch)
+    problem = None
     if cap < 1 or cap & (cap - 1):
+        problem = f"cap={cap} is invalid: give a power of two (1 forces the second pass)"
+    elif stages < 0 or (stages and prefetch):
+        problem = f"stages={stages} is invalid: give 0 (no pipelining) or > 0 without prefetch"
+    if problem:
         from equiv.errors import InvalidArgument
 
-        raise InvalidArgument(f"cap={cap} is invalid: give a power of two (1 forces the second pass)")
-    return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1),
-                        GPU_PREFETCH if prefetch is None else bool(prefetch), cap, cap_regs)
+        raise InvalidArgument(problem)
+    return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
+                        cap, cap_regs, stages, cache, evict)
 
 
 _COUNTERS: dict = {}
@@ -556,7 +617,12 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         count = _zeroed_counter(dev, batch)
     else:
         count = torch.zeros(batch, dtype=torch.int32, device=dev)
-    compiled = _draft_topk_kernel[(batch, config.splits)](
+    knobs = {}
+    kernel = _draft_topk_kernel
+    if config.load_knobs:
+        kernel = _draft_topk_loads_kernel
+        knobs = {"STAGES": config.stages, "CACHE": config.cache, "EVICT": config.evict}
+    compiled = kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,
         ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
@@ -564,10 +630,11 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         PREFETCH=config.prefetch, CAP=max(config.cap, 1), NCOL_PAD=config.ncol_pad if k > 1 else 1,
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
-        num_warps=config.num_warps, enable_fp_fusion=False,
+        **knobs, num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report
-        REGS_SEEN[(logits.element_size(), k, config)] = (compiled.n_regs, compiled.n_spills)
+        REGS_SEEN[(logits.element_size(), k, config)] = (compiled.n_regs, compiled.n_spills,
+                                                          compiled.metadata.shared)
     if config.splits > 1 and not fused:
         _combine_kernel[(batch,)](config.splits, part_m, part_s, part_i, part_v, part_j, topk_p,
                                   topk_index, S_PAD=s_pad, K=k, K_PAD=k_pad, num_warps=4,

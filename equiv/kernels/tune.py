@@ -6,13 +6,17 @@ B = 1, 8, 64, 256, 1024, V = 129280:
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
   (``equiv/kernels/read_sum.py``) of the same buffers;
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
-  change at a time: the index mode, the register cap, tile height, warps, programs per SM
-  (the split of a row), the combine;
-- k = 4 and 8 with the defaults and without the register cap.
+  change at a time (v7, GPU run 3: the load knobs of ``KernelConfig``, i.e. the main loop
+  software-pipelined over 2 / 3 / 4 tiles, a cache modifier, an eviction policy; and index 2
+  everywhere; the sweeps of v2-v6 varied the index mode, the register cap, tile height, warps,
+  programs per SM and the combine, see docs/kernel-notes.md);
+- k = 4 and 8 with the defaults, and k = 4 pipelined.
 Compiling dominates a cold sweep (each layout x split count is a kernel), so ``--warm N`` first
 compiles every point in N processes that fill Triton's on-disk cache, then times in this one
 (``--warm-only N`` compiles and exits, so the compiling can overlap other work that is not timed).
-Prints one line per point, the registers ptxas gave each layout, and writes every point as JSON.
+A variant that fails to compile is reported and left out, in the warm-up as in the timing.
+Prints one line per point, the registers (spills, shared memory) of each compiled layout, and
+writes every point as JSON.
 """
 from __future__ import annotations
 
@@ -30,19 +34,15 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from the defaults (v6:
-    docs/kernel-notes.md says what each should show)."""
-    out = [("default", {}, 1), ("index1", {"index": 1}, 1),
-           ("no_maxnreg", {"maxnreg": None}, 1), ("cap72", {"maxnreg": 72}, 1),
-           ("s1_no_maxnreg", {"maxnreg": None, "splits": 1}, 1),
-           ("r2", {"rows": 2}, 1), ("r8", {"rows": 8, "maxnreg": None}, 1),
-           ("w8", {"num_warps": 8}, 1), ("w8_r2", {"num_warps": 8, "rows": 2}, 1),
-           ("w8_r2_s1", {"num_warps": 8, "rows": 2, "splits": 1}, 1),
-           ("ppsm4", {"programs_per_sm": 4}, 1), ("ppsm6", {"programs_per_sm": 6}, 1),
-           ("ppsm12", {"programs_per_sm": 12}, 1), ("ppsm16", {"programs_per_sm": 16}, 1),
-           ("s2_separate", {"splits": 2, "combine": "separate"}, 1), ("default_again", {}, 1)]
-    out += [("k4", {}, 4), ("k8", {}, 8), ("k4_no_maxnreg", {"maxnreg": None}, 4),
-            ("k8_no_maxnreg", {"maxnreg": None}, 8)]
+    """(name, layout, k): the defaults twice, then one change at a time from the defaults, except
+    ``ns3_idx2`` (two, the pair to adopt if both help). v7, for GPU run 3: docs/kernel-notes.md
+    says what each should show."""
+    out = [("default", {}, 1),
+           ("ns2", {"stages": 2}, 1), ("ns3", {"stages": 3}, 1), ("ns4", {"stages": 4}, 1),
+           ("idx2", {"index": 2}, 1), ("ns3_idx2", {"stages": 3, "index": 2}, 1),
+           ("cg", {"cache": ".cg"}, 1), ("evict_first", {"evict": "evict_first"}, 1),
+           ("default_again", {}, 1)]
+    out += [("k4", {}, 4), ("k8", {}, 8), ("k4_ns3", {"stages": 3}, 4)]
     return out
 
 
@@ -51,7 +51,10 @@ def _warm_one(job):
     x = (2.0 * torch.randn(batch, VOCAB, device="cuda")).to(dtype)
     for name, layout, k in variants():
         if names is None or name in names:
-            with_layout(**layout)(x, k)
+            try:
+                with_layout(**layout)(x, k)
+            except Exception as exc:              # reported again, per point, when timed
+                print(f"warm {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     from equiv.kernels.read_sum import read_sum
 
     read_sum(x)
@@ -109,10 +112,11 @@ def main(argv=None) -> int:
             del bufs
             torch.cuda.empty_cache()
     regs = {f"{e}B k={k} {c}": list(v) for (e, k, c), v in fk.REGS_SEEN.items()}
-    for name, (n_regs, spills) in sorted({f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} "
-                                           f"pf={int(c.prefetch)} cap={c.cap} maxnreg={c.maxnreg}": v
-                                           for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
-        print(f"regs {name}: {n_regs} (spills {spills})")
+    for name, (n_regs, spills, shared) in sorted(
+            {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
+             f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
+             f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
+        print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
     if argv:
         with open(argv[0], "w") as f:
             json.dump({"ceiling_gbps": ceiling, "points": points, "regs": regs}, f, indent=1)
