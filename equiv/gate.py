@@ -8,7 +8,11 @@ Plan
 2. ``properties``: run the property suite of ``equiv.properties`` against the candidate through
    pytest in a subprocess (so the gate and ``pytest --equiv-candidate`` are one source of truth),
    and read the per-test JSON the plugin writes. Each property is one check; pytest's exit code
-   must agree with the records (a crashed or interrupted run is a failure, never a pass).
+   must agree with the records (a crashed or interrupted run is a failure, never a pass). The
+   subprocess starts first and runs while this process judges the next two stages (on a GPU
+   machine the two halves took about 10 s each one after the other); it is read last, and
+   killed if this process stops first. Each stage's ``seconds`` is its own wall time, so the
+   properties' overlap the others'.
 3. ``tolerance``: ``equiv.compare`` on every input family x dtype x k asked at V = 129280, the
    worker building each recipe on the device; at the end of the stage the inputs are checked once
    more (a late write from a thread or a stream).
@@ -171,15 +175,20 @@ def _fmt_timeout(timeout: float | None) -> str:
     return "inf" if timeout is None else f"{timeout:g}"
 
 
-def property_checks(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
-                    timeout: float | None, stage_timeout: float, op: str = "draft_topk",
-                    select: str | None = None) -> tuple[list[GateCheck], Stage]:
-    """Run the property suite on the candidate in a subprocess (``equiv.suite_process``: the
-    caller's folder, shielded from its pytest config) and turn each test into a check."""
-    from equiv.suite_process import run_suite
+def start_properties(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
+                     timeout: float | None, stage_timeout: float, op: str = "draft_topk",
+                     select: str | None = None):
+    """Start the property suite on the candidate in a subprocess (``equiv.suite_process``: the
+    caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it."""
+    from equiv.suite_process import start_suite
 
-    run = run_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                    timeout=stage_timeout, call_timeout=timeout, op=op, select=select)
+    return start_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                       timeout=stage_timeout, call_timeout=timeout, op=op, select=select)
+
+
+def property_checks(handle, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
+    """Wait for the started suite and turn each of its tests into a check."""
+    run = handle.wait()
     repro, tail = run.repro, run.output_tail
     if run.timed_out:
         c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
@@ -392,26 +401,40 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     else:
         stage_timeout = plan["properties_timeout"] if timeout is None else max(
             plan["properties_timeout"], 4 * timeout + 120)
-        for n, name in enumerate(stages):
-            if progress:
-                progress(n, len(stages), name)
-            t_stage = time.perf_counter()
-            if name == "properties":
-                got, st = property_checks(spec, ks=ks, device=device, dtypes=dtypes, budget=budget,
-                                          seed=seed, timeout=timeout, stage_timeout=stage_timeout)
-            elif name == "tolerance":
-                from equiv.coverage import tolerance_plan
-                from equiv.inputs import FAMILIES
+        # the property suite runs in its own process: it starts first and runs while this
+        # process judges the other stages (each stage's seconds are its own wall time)
+        suite = None
+        if "properties" in stages:
+            suite = start_properties(spec, ks=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                                     timeout=timeout, stage_timeout=stage_timeout)
+        by_name = {}
+        try:
+            order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
+            for n, name in enumerate(order):
+                if progress:
+                    progress(n, len(stages), name)
+                t_stage = suite.t0 if name == "properties" else time.perf_counter()
+                if name == "properties":
+                    got, st = property_checks(suite, stage_timeout)
+                    suite = None
+                elif name == "tolerance":
+                    from equiv.coverage import tolerance_plan
+                    from equiv.inputs import FAMILIES
 
-                shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
-                                            max_shape_elements=plan["shape_elements"])
-                got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
-                                           seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
-                                           plan=shape_plan)
-            else:
-                got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
-            checks += got
-            done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+                    shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                                max_shape_elements=plan["shape_elements"])
+                    got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
+                                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                               plan=shape_plan)
+                else:
+                    got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
+                by_name[name] = (got, replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+        finally:
+            if suite is not None:                # an exception or interrupt before it was read
+                suite.kill()
+        for name in stages:                      # checks and stages in the order asked
+            checks += by_name[name][0]
+            done.append(by_name[name][1])
         if progress:
             progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)

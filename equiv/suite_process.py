@@ -128,40 +128,65 @@ def kill_all() -> None:
         _kill_group(proc)
 
 
-def run_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
-              timeout: float | None, call_timeout: float | None = 60.0, op: str = "draft_topk",
-              select: str | None = None) -> SuiteRun:
-    """Run the suite on ``spec`` from the caller's folder; see the module docstring."""
-    import json
+class SuiteHandle:
+    """A property-suite subprocess that has been started; ``wait()`` gives its ``SuiteRun``."""
 
-    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                       call_timeout=call_timeout, op=op, select=select)
-    repro = repro_line(args, budget)
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="equiv-gate-") as tmp:
-        report_path = os.path.join(tmp, "properties.json")
-        cmd = [sys.executable, "-m", "pytest", *args, f"--equiv-report-json={report_path}"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", start_new_session=True,
-                                env=environment(budget, storage=os.path.join(tmp, "hypothesis")))
-        _LIVE.add(proc)
+    def __init__(self, args, budget: str, timeout: float | None):
+        self.repro = repro_line(args, budget)
+        self.timeout = timeout
+        self.t0 = time.perf_counter()
+        self._tmp = tempfile.TemporaryDirectory(prefix="equiv-gate-")
+        self.report_path = os.path.join(self._tmp.name, "properties.json")
+        cmd = [sys.executable, "-m", "pytest", *args, f"--equiv-report-json={self.report_path}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     errors="replace", start_new_session=True,
+                                     env=environment(budget, storage=os.path.join(self._tmp.name, "hypothesis")))
+        _LIVE.add(self.proc)
+
+    def kill(self) -> None:
+        """End the run now (its whole process group) and remove its files."""
+        _kill_group(self.proc)
+        _LIVE.discard(self.proc)
+        self._tmp.cleanup()
+
+    def wait(self) -> SuiteRun:
+        """The finished run; the time-out counts from the start, an interrupt kills the group."""
+        import json
+
+        left = None if self.timeout is None else max(self.timeout - (time.perf_counter() - self.t0), 0.0)
         timed_out = False
         try:
-            out, _ = proc.communicate(timeout=timeout)
+            out, _ = self.proc.communicate(timeout=left)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, _ = proc.communicate()
+            _kill_group(self.proc)
+            out, _ = self.proc.communicate()
             timed_out = True
         except BaseException:                    # an interrupt of the caller: no orphan left behind
-            _kill_group(proc)
+            self.kill()
             raise
         finally:
-            _LIVE.discard(proc)
+            _LIVE.discard(self.proc)
         try:
-            with open(report_path) as f:
+            with open(self.report_path) as f:
                 report = json.load(f)
         except (OSError, ValueError):
             report = None
-    tail = "\n".join((out or "").strip().splitlines()[-15:])
-    return SuiteRun(None if timed_out else proc.returncode, report, tail, repro, timed_out,
-                    time.perf_counter() - t0)
+        self._tmp.cleanup()
+        tail = "\n".join((out or "").strip().splitlines()[-15:])
+        return SuiteRun(None if timed_out else self.proc.returncode, report, tail, self.repro, timed_out,
+                        time.perf_counter() - self.t0)
+
+
+def start_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
+                timeout: float | None, call_timeout: float | None = 60.0, op: str = "draft_topk",
+                select: str | None = None) -> SuiteHandle:
+    """Start the suite on ``spec`` from the caller's folder (module docstring) and return at once:
+    the gate runs its other stages while the properties run."""
+    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                       call_timeout=call_timeout, op=op, select=select)
+    return SuiteHandle(args, budget, timeout)
+
+
+def run_suite(spec: str, **kwargs) -> SuiteRun:
+    """Run the suite on ``spec`` from the caller's folder and wait for it (``start_suite``)."""
+    return start_suite(spec, **kwargs).wait()

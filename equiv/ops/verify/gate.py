@@ -57,7 +57,8 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
                     timeout=60.0, stages=DEFAULT_STAGES, progress=None):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
-    from equiv.gate import GateCheck, GateResult, Stage, _stage, finish_stages, property_checks
+    from equiv.gate import (GateCheck, GateResult, Stage, _stage, finish_stages, property_checks,
+                            start_properties)
     from equiv.ops.verify.judge import run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
     from equiv.properties.subjects import parse_timeout
@@ -80,9 +81,10 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         if name == "properties":
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
-            got, st = property_checks(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
-                                      seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
-                                      select="not verify_statistics")
+            suite = start_properties(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
+                                     seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
+                                     select="not verify_statistics")
+            got, st = property_checks(suite, stage_timeout)
         elif any("did not return within" in c.detail for c in checks):
             got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
         else:
