@@ -390,23 +390,32 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     device = resolve_device(device)
     stages = check_choices("stages", stages, STAGES)
     t0 = time.perf_counter()
-    load = load_check(spec, device, timeout)     # CandidateLoadError -> exit 2, before any work
-    runner = runner_for(spec, device, timeout)
+    asked = spec
+    runner = runner_for(spec, device, timeout)   # a spec that names nothing -> exit 2, before any work
     spec = runner.spec if not runner.isolated else spec
+    stage_timeout = plan["properties_timeout"] if timeout is None else max(
+        plan["properties_timeout"], 4 * timeout + 120)
+    # the property suite runs in its own process: it starts first, while this process loads the
+    # candidate's worker and then judges the other stages (each stage's seconds are its own wall
+    # time); it is killed if the load fails or this process stops first
+    suite = None
+    if "properties" in stages:
+        suite = start_properties(spec, ks=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
+                                 timeout=timeout, stage_timeout=stage_timeout)
+    try:
+        load = load_check(asked, device, timeout)   # an import that raises -> exit 2
+    except BaseException:
+        if suite is not None:
+            suite.kill()
+        raise
     checks: list[GateCheck] = []
     done: list[Stage] = []
     if load is not None:
+        if suite is not None:
+            suite.kill()
         checks.append(GateCheck("load", False, f"the candidate {load.problem}"))
         done = [_not_run(n, "the candidate could not be loaded") for n in stages]
     else:
-        stage_timeout = plan["properties_timeout"] if timeout is None else max(
-            plan["properties_timeout"], 4 * timeout + 120)
-        # the property suite runs in its own process: it starts first and runs while this
-        # process judges the other stages (each stage's seconds are its own wall time)
-        suite = None
-        if "properties" in stages:
-            suite = start_properties(spec, ks=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                                     timeout=timeout, stage_timeout=stage_timeout)
         by_name = {}
         try:
             order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
