@@ -402,22 +402,15 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     if "properties" in stages:
         suite = start_properties(spec, ks=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
                                  timeout=timeout, stage_timeout=stage_timeout)
-    try:
-        load = load_check(asked, device, timeout)   # an import that raises -> exit 2
-    except BaseException:
-        if suite is not None:
-            suite.kill()
-        raise
     checks: list[GateCheck] = []
     done: list[Stage] = []
-    if load is not None:
-        if suite is not None:
-            suite.kill()
-        checks.append(GateCheck("load", False, f"the candidate {load.problem}"))
-        done = [_not_run(n, "the candidate could not be loaded") for n in stages]
-    else:
-        by_name = {}
-        try:
+    try:
+        load = load_check(asked, device, timeout)   # an import that raises -> exit 2
+        if load is not None:
+            checks.append(GateCheck("load", False, f"the candidate {load.problem}"))
+            done = [_not_run(n, "the candidate could not be loaded") for n in stages]
+        else:
+            by_name = {}
             order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
             for n, name in enumerate(order):
                 if progress:
@@ -438,14 +431,14 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
                 else:
                     got, st = mtp_checks(spec, ks=ks, device=device, seed=seed, vocab=vocab, timeout=timeout)
                 by_name[name] = (got, replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
-        finally:
-            if suite is not None:                # an exception or interrupt before it was read
-                suite.kill()
-        for name in stages:                      # checks and stages in the order asked
-            checks += by_name[name][0]
-            done.append(by_name[name][1])
-        if progress:
-            progress(len(stages), len(stages), "done")
+            for name in stages:                  # checks and stages in the order asked
+                checks += by_name[name][0]
+                done.append(by_name[name][1])
+    finally:
+        if suite is not None:                    # a failed load, an exception or an interrupt
+            suite.kill()
+    if progress and load is None:
+        progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
     from equiv.diagnose.attach import for_gate
 

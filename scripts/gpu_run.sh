@@ -75,7 +75,7 @@ import glob, json, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "gate_*.json"))):
     d = json.load(open(f))
     st = " ".join(f"{k}={v.get('seconds', 0):.1f}" for k, v in (d.get("stages") or {}).items())
-    print(f"{os.path.basename(f):36s} {d.get('verdict', d.get('passed'))!s:6s} {st}")
+    print(f"{os.path.basename(f):36s} {d.get('passed')!s:6s} {st}")
 PY
     cd "$repo"
     if [ -z "${NO_BENCH:-}" ]; then

@@ -198,9 +198,8 @@ class WorkerRunner:
         except wire.ReplyError as exc:
             tail = self._log_tail()
             self._kill()                         # its next reply could not be trusted to line up
-            return failed("raised", f"sent a reply that could not be read {when}: it names {exc}, "
-                                    f"which is not an output type (return tensors or plain values)",
-                          log_tail=tail)
+            return failed("raised", f"sent a reply that could not be read {when}: the reply {exc} "
+                                    f"(return tensors or plain values)", log_tail=tail)
 
     def _abnormal(self, outcome: CallOutcome) -> CallOutcome:
         if outcome.abnormal:

@@ -29,13 +29,14 @@ _OUR_MODULES = ("equiv.run.outcome", "equiv.gpu_probes")   # where the replies' 
 
 
 class ReplyError(Exception):
-    """A reply that names something outside the allow-list (or is not a pickle at all)."""
+    """A reply that names something outside the allow-list (or is not a pickle at all); the
+    message completes "the reply ..."."""
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if "." in name:
-            raise ReplyError(f"{module}.{name}")
+            raise ReplyError(f"names {module}.{name}, which is not an output type")
         if module in _NUMPY_MODULES and (name in _NUMPY_NAMES or (module == "numpy.dtypes"
                                                                   and name.endswith("DType"))):
             return super().find_class(module, name)
@@ -45,7 +46,7 @@ class _Unpickler(pickle.Unpickler):
             found = getattr(importlib.import_module(module), name, None)
             if isinstance(found, type) and dataclasses.is_dataclass(found):
                 return found
-        raise ReplyError(f"{module}.{name}")
+        raise ReplyError(f"names {module}.{name}, which is not an output type")
 
 
 def loads(data: bytes):
@@ -55,4 +56,4 @@ def loads(data: bytes):
     except ReplyError:
         raise
     except Exception as exc:                     # a truncated or forged stream
-        raise ReplyError(f"not a well-formed reply ({type(exc).__name__})") from exc
+        raise ReplyError(f"is not a well-formed reply ({type(exc).__name__})") from exc
