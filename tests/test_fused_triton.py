@@ -280,6 +280,21 @@ def test_gpu_full_vocab(family, batch, k, dtype, layout):
 
 @pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("batch", [256, 1024])
+@pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
+def test_gpu_pipelined_bf16_batches(family, batch):
+    # the adopted bf16 layout from B = 256 on pipelines its loads (PIPELINED); check it is the
+    # one chosen, then judge it at full vocabulary, padded rows included
+    from equiv.kernels.fused_softmax_topk import PIPELINED, PIPELINED_STAGES, choose_config
+
+    assert choose_config(batch, 129280, 2, "cuda").stages == PIPELINED_STAGES and batch >= PIPELINED[2]
+    r = Recipe(family, seed=batch, batch=batch, vocab=129280, dtype="bfloat16", ties=3,
+               pad=16 if family == "gaussian" else 0)
+    check("fused_triton", r, 1, device="cuda")
+
+
+@pytest.mark.equiv_gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("vocab", TILE_EDGES + [151936])
 def test_gpu_tile_edges(vocab, dtype):

@@ -462,6 +462,11 @@ MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): None, (2, 1): 64, (2, 2): 64, (2,
 # saw the same with rows 8); bf16 B <= 64: 6 programs per SM in the split (11 programs a row
 # instead of 16 at B = 64): 9.74 -> 9.41 us; unchanged at B = 1, 8 (the split is the tile count).
 SMALL_BATCH = {4: (8, {"num_warps": 8}), 2: (64, {"programs_per_sm": 6})}
+# k = 1 loops pipelined over PIPELINED_STAGES tiles from this batch size on (element size ->
+# batch): GPU run 3 (docs/kernel-notes.md, v7), bf16 B = 1024 67.70 against 70.75 / 70.73 us,
+# B = 256 24.03 against 24.65 / 24.61; slower at B = 64 (9.67 against 9.55); fp32 no gain
+PIPELINED = {2: 256}
+PIPELINED_STAGES = 2
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -500,7 +505,7 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default", stages=0, cache="", evict="") -> KernelConfig:
+                  maxnreg="default", stages=None, cache="", evict="") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -511,8 +516,13 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
     ``cap`` is the lanes k > 1 may read back (default 8, 16 for k > 4). ``stages``, ``cache``
     and ``evict`` are the load knobs of ``KernelConfig``; the shared memory of a pipelined loop,
-    (stages - 1) tiles, counts in the programs that fit on an SM."""
+    (stages - 1) tiles, counts in the programs that fit on an SM. ``stages`` None: ``PIPELINED``
+    (k = 1 from a batch size on, per element size), else 0."""
     interpreted = INTERPRETED or torch.device(device).type != "cuda"
+    if stages is None:
+        least = PIPELINED.get(elem_size)
+        stages = (PIPELINED_STAGES if k == 1 and not interpreted and least is not None and batch >= least
+                  and block is None and rows is None and not prefetch else 0)
     if k == 1 and not interpreted and block is None and rows is None:
         most, small = SMALL_BATCH.get(elem_size, (0, {}))
         if batch <= most:
