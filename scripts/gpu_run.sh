@@ -10,10 +10,13 @@
 #              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py).
 #              VERDICT_FILTER (an extended regex on the names) limits the gates
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
+#   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
+#              (identity_top1, a user's torch file, fused_triton) with every process of it
+#              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
-mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
-out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate OUTDIR}"
+mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile OUTDIR}"
+out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile OUTDIR}"
 shift 2                                  # suite: what is left names the tests (default: all)
 mkdir -p "$out"
 repo=$PWD
@@ -33,6 +36,20 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs to OUTDIR/NAME.log, re
     times+=("$(printf '%-34s rc=%-3s %8d ms' "$name" "$rc" "$(( (t1 - t0) / 1000000 ))")")
 }
 
+user_kernel() {  # a user's correct k = 1-only torch kernel, as a file in an unrelated folder
+    cat <<'EOF'
+import torch
+
+
+def k1_only(logits, k):
+    if k != 1:
+        raise NotImplementedError("k = 1 only")
+    x = logits.float()
+    m, i = x.max(dim=-1, keepdim=True)
+    return 1.0 / torch.exp(x - m).sum(dim=-1, keepdim=True), i
+EOF
+}
+
 verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 8 at a time; one line each;
               # the isolated_* gates run their built-in path in a worker (EQUIV_ISOLATE=always)
     xargs -P 8 -L 1 bash -c 'n=$1; shift; case $n in isolated_*) export EQUIV_ISOLATE=always;; esac; t0=$(date +%s%N); timeout -k 5 240 python3 -m equiv gate --device cuda --json "'"$out"'/verdict-$n.json" "$@" >"'"$out"'/verdict-$n.log" 2>&1; rc=$?; printf "%-44s rc=%-3s %6d ms\n" "$n" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))"' _ <"$1"
@@ -46,17 +63,7 @@ suite)
     ;;
 timed)
     scratch=$(mktemp -d)                 # a user's project: no equiv checkout in sight
-    cat >"$scratch/k.py" <<'EOF'
-import torch
-
-
-def k1_only(logits, k):
-    if k != 1:
-        raise NotImplementedError("k = 1 only")
-    x = logits.float()
-    m, i = x.max(dim=-1, keepdim=True)
-    return 1.0 / torch.exp(x - m).sum(dim=-1, keepdim=True), i
-EOF
+    user_kernel >"$scratch/k.py"
     cd "$scratch"
     export TRITON_CACHE_DIR="$scratch/triton-cache"       # empty: the first fused_triton gate compiles
     step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton --device cuda \
@@ -108,6 +115,23 @@ EOF
         cat "$out/probes.log"
     fi
     ;;
+profile)
+    scratch=$(mktemp -d)
+    user_kernel >"$scratch/k.py"
+    python3 -X importtime -c "import equiv.cli" 2>"$out/importtime.txt"
+    sort -t'|' -k2 -n -r "$out/importtime.txt" | head -n 25 >"$out/importtime_top.txt"
+    python3 -c "import time; t=time.time(); import torch; a=time.time(); torch.zeros(1, device='cuda'); print(f'import torch {a-t:.2f} s, first CUDA tensor {time.time()-a:.2f} s')" | tee "$out/cuda_init.txt"
+    cd "$scratch"
+    for g in "identity identity_top1" "user k.py:k1_only" "fused fused_triton"; do
+        set -- $g
+        mkdir -p "$out/prof_$1"
+        step "prof_$1" 150 env EQUIV_PROF_DIR="$out/prof_$1" PYTHONPATH="$repo/scripts/profile" \
+             python3 -m equiv gate --candidate "$2" --device cuda --json "$out/prof_$1/gate.json"
+        python3 "$repo/scripts/profile/report.py" "$out/prof_$1" --top 45 >"$out/prof_$1.txt" 2>&1
+        rm -f "$out/prof_$1"/*.prof
+    done
+    cd "$repo"
+    ;;
 calibrate)
     step calibration 560 python3 -m equiv.ops.verify.calibration --device cuda --workers 14 --seed 1 \
          --runs "${CAL_RUNS:-1000}" --null-budgets quick --power-budget full \
@@ -116,7 +140,7 @@ calibrate)
     tail -n 20 "$out/calibration.log"
     ;;
 *)
-    echo "unknown mode $mode: use suite, timed, verdicts or calibrate" >&2
+    echo "unknown mode $mode: use suite, timed, verdicts, calibrate or profile" >&2
     exit 2
     ;;
 esac
