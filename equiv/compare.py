@@ -29,7 +29,6 @@ what was allowed)
 from __future__ import annotations
 
 import json
-import traceback
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -249,8 +248,6 @@ def _value_check(ref, p, idx, tol, out_fmt, row_ids) -> tuple[CheckResult, dict]
              "row_rel_err": tuple(rel.max(axis=1).tolist()),
              "rel_err_allowed": float(allowed[at] / exact[at]) if exact[at] > 0 else 0.0}
     ratio = np.where(allowed > 0, err / np.maximum(allowed, 1e-300), np.where(err > 0, np.inf, 0.0))
-    worst_local = int(np.unravel_index(np.argmax(ratio), ratio.shape)[0])
-    worst_row = int(rows[worst_local])
     if bad_rows.size == 0:
         detail = (f"max {max_ulp:.3g} ulp ({out_fmt}), max rel err {max_rel:.3g} "
                   f"(up to {tol.rtol:.3g} rel + {tol.top1_atol:.3g} x p_top1 allowed)")
@@ -331,17 +328,48 @@ def _baseline_rel_err(logits, k, ref, tol) -> float:
     return float(np.nanmax(rel))
 
 
-def _regression_check(logits, k, ref, tol, max_rel, is_baseline, judged) -> CheckResult:
+def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression):
+    """What ``compare`` needs besides the candidate's answer, computed while it runs: the
+    reference's input (a copy), the tolerance, the judged rows, the float64 reference and the
+    baseline's error (``_baseline``). An exception of the reference is kept in its place and
+    raised where the reference is first used (after a failed contract: not at all)."""
+    from equiv.coverage import judged_rows
+
+    snapshot = np.array(_to_numpy(logits), copy=True)
+    tol = tolerance or tolerance_for(dtype_name(logits.dtype))
+    batch, vocab = logits.shape
+    judged = judged_rows(batch, vocab, rows=rows, seed=getattr(recipe, "seed", None) or 0)
+    try:
+        ref = reference.softmax_topk(snapshot if judged.size == batch else snapshot[judged], k)
+    except Exception as exc:                     # noqa: BLE001 - raised where it is used
+        return snapshot, tol, judged, exc, None
+    base = None
+    if regression:
+        is_baseline = not runner.isolated and runner.spec == "softmax_topk"
+        base = _baseline(logits.to(device), k, ref, tol, is_baseline, judged)
+    return snapshot, tol, judged, ref, base
+
+
+def _baseline(logits, k, ref, tol, is_baseline, judged):
+    """The baseline's max relative error on the judged rows: a float, "this is the baseline",
+    or the name of the exception that stopped it (the baseline itself cannot run, e.g. k > V)."""
     if is_baseline:
-        return CheckResult("regression", True, "this is the baseline")
+        return "this is the baseline"
     try:
         if judged.size < logits.shape[0]:        # the baseline on the same (judged) rows only
             import torch
 
             logits = logits.index_select(0, torch.as_tensor(judged, device=logits.device))
-        base = _baseline_rel_err(logits, k, ref, tol)
-    except Exception as exc:                     # the baseline itself cannot run (e.g. k > V)
-        return CheckResult("regression", True, f"baseline not comparable ({type(exc).__name__})")
+        return _baseline_rel_err(logits, k, ref, tol)
+    except Exception as exc:                     # noqa: BLE001 - reported in the check
+        return exc
+
+
+def _regression_check(base, tol, max_rel) -> CheckResult:
+    if isinstance(base, str):
+        return CheckResult("regression", True, base)
+    if isinstance(base, BaseException):
+        return CheckResult("regression", True, f"baseline not comparable ({type(base).__name__})")
     limit = tol.regression_factor * base + tol.regression_floor
     detail = (f"max rel err {max_rel:.3g} vs softmax_topk {base:.3g} "
               f"(up to {tol.regression_factor:g} x baseline + {tol.regression_floor:.3g} allowed)")
@@ -369,9 +397,6 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     ``rows``: which rows stages 2-5 judge (``equiv.coverage.judged_rows``: None for all rows up
     to 2**24 elements and a seeded sample beyond, ``"all"``, a number of random rows, or a list of
     row indices); the sample is drawn with the recipe's seed."""
-    import torch
-
-    from equiv.coverage import judged_rows
     from equiv.validation import check_int, check_logits
 
     from equiv.inputs import Recipe
@@ -380,21 +405,30 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     k = check_int("k", k, min_value=1)
     if isinstance(logits, Recipe):
         recipe = logits if recipe is None else recipe
-        inputs, logits = logits, logits.build("cpu")
+        inputs, logits = logits, None            # built below, while the candidate runs
         device = str(device or "cpu")
     else:
         logits = check_logits(logits)            # a [B, V] float tensor, or one-line InvalidArgument
         inputs, device = Raw.of(logits), str(logits.device)
     runner = runner_for(fn, device, timeout)
+    # The call goes out first: a worker builds its input and runs the candidate while this
+    # process builds its own copy and computes the reference (an in-process call waits).
+    pending = runner.submit(inputs, k, timeout=timeout)
+    try:
+        if logits is None:
+            logits = inputs.build("cpu")
+        early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression)
+    except BaseException:
+        pending.result()                         # no reply may be left unread
+        raise
+    snapshot, tol, judged, ref, base = early
     name = name or runner.spec
     dtype = dtype_name(logits.dtype)
-    tol = tolerance or tolerance_for(dtype)
     batch, vocab = logits.shape
     recipe_str = str(recipe) if recipe is not None else None
     seed = getattr(recipe, "seed", None)
     repro = _repro(name, k, recipe_str, device.split(":")[0])
     call_kind = None
-    judged = judged_rows(batch, vocab, rows=rows, seed=seed or 0)
 
     def result(checks, *, exception=None, max_ulp=0.0, max_rel=0.0, row_ulp=(), row_rel_err=(),
                rel_err_allowed=0.0):
@@ -410,8 +444,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             rel_err_allowed=rel_err_allowed, judged_rows=tuple(int(r) for r in judged),
             call_kind=call_kind)
 
-    snapshot = np.array(_to_numpy(logits), copy=True)   # the reference's input
-    outcome = runner.call(inputs, k, timeout=timeout)
+    outcome = pending.result()
     call_kind = outcome.kind
     problem = outcome.problem if not outcome.ok else None
     if problem is None:
@@ -427,7 +460,8 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     out_name = topk_p.dtype
     ulp_fmt = "float32" if out_name == "float64" else out_name   # module docstring, stage 3
     every = judged.size == batch
-    ref = reference.softmax_topk(snapshot if every else snapshot[judged], k)
+    if isinstance(ref, BaseException):
+        raise ref
     p = topk_p.values.astype(np.float64)
     idx = topk_index.values
     if not every:
@@ -442,8 +476,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     checks.append(value)
     checks.append(_poison_check(ref, p, idx, tol, judged))
     if regression:
-        checks.append(_regression_check(logits.to(device), k, ref, tol, errors["max_rel"],
-                                        not runner.isolated and runner.spec == "softmax_topk", judged))
+        checks.append(_regression_check(base, tol, errors["max_rel"]))
     else:
         checks.append(CheckResult("regression", True, "skipped by the caller", ran=False))
     return result(checks, **errors)

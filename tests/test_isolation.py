@@ -72,6 +72,35 @@ def test_a_hang_costs_one_time_out_then_later_calls_are_not_made(name):
     assert time.perf_counter() - t0 < 15
 
 
+def test_the_workers_last_output_is_reported_and_its_log_leaves_no_file(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # where the worker's log would go
+    runner = runner_for(spec("prints_then_exits"), "cpu", timeout=30)
+    for _ in range(2):                                         # two workers, one after the other
+        out = runner.call(SMALL, 1)
+        assert out.kind == "exit" and "exited with code 5" in out.problem
+        assert "marker 7f3a" in (out.log_tail or "")
+        assert os.listdir(tmp_path) == []                      # the log has no name while it lives
+    close_all()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_submitted_call_runs_while_the_caller_works_and_its_time_out_counts_from_the_send():
+    import time
+
+    runner = runner_for(spec("sleeps"), "cpu", timeout=3)
+    t0 = time.perf_counter()
+    pending = runner.submit(SMALL, 1)
+    time.sleep(4)                                              # the caller's own work, past the limit
+    out = pending.result()
+    assert out.kind == "timeout" and "did not return within 3 s" in out.problem
+    assert time.perf_counter() - t0 < 10                       # no second wait of 3 s after the work
+    good = runner_for(spec("k1_only"), "cpu", timeout=30)
+    first = good.submit(SMALL, 1)
+    assert good.call(SMALL, 1).ok and first.result().ok        # a second request collects the first
+
+
 def test_an_import_that_raises_is_a_usage_error_and_one_that_exits_is_a_failure(tmp_path):
     bad = tmp_path / "broken.py"
     bad.write_text("raise ImportError('no such kernel library')\n")

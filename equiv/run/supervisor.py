@@ -9,6 +9,10 @@ Plan
   ``EQUIV_ISOLATE=always``; a Python callable handed to the API runs in-process too (it already
   lives in the caller's process).
 - ``WorkerRunner.call`` sends the input's description and waits at most ``timeout`` seconds.
+  ``submit`` sends it and returns at once (a ``Pending``), so the caller can build its own copy
+  of the input and compute the reference while the worker builds and calls; ``Pending.result()``
+  waits for what is left of the time-out, counted from the send. One request is in flight at a
+  time: a second ``submit`` first collects the first.
   Every abnormal end is an outcome, never an exception here: an exit of any code, a signal, a
   ``BaseException`` from the candidate, no answer in time (then the worker's whole process group
   is killed, SIGKILL if SIGTERM is not enough). The worker restarts on the next call; after a
@@ -52,6 +56,19 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+class Pending:
+    """A request that has been sent (``submit``); ``result()`` is its ``CallOutcome`` (made once)."""
+
+    def __init__(self, collect):
+        self._collect = collect
+        self._outcome = None
+
+    def result(self) -> CallOutcome:
+        if self._outcome is None:
+            self._outcome = self._collect()
+        return self._outcome
+
+
 class InProcessRunner:
     """Calls in this process: our own paths (trusted), or a callable the API was handed."""
 
@@ -69,6 +86,10 @@ class InProcessRunner:
 
         self.calls += 1
         return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names)
+
+    def submit(self, inputs, *extra, names=("logits",), timeout=None) -> Pending:
+        """The call, made when its result is asked for (in-process: nothing runs beside it)."""
+        return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout))
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
         from equiv.run.invoke import run_probe
@@ -94,11 +115,12 @@ class WorkerRunner:
         self.spec, self.device, self.timeout, self.op = spec, device, timeout, op
         self.proc = None
         self.conn = None
-        self.log_path = None
+        self.log = None                          # the worker's output: a file with no name
         self.calls = 0
         self.abnormal_ends = 0
         self.stopped: str | None = None          # why later calls are not made
         self._loaded_once = False
+        self._pending: Pending | None = None      # the request in flight (``submit``)
 
     # -- the process ------------------------------------------------------------------------------
     def _start(self) -> CallOutcome | None:
@@ -106,8 +128,10 @@ class WorkerRunner:
 
         parent_conn, child_conn = Pipe(duplex=True)
         fd = child_conn.fileno()
-        log = tempfile.NamedTemporaryFile(prefix="equiv-worker-", suffix=".log", delete=False)
-        self.log_path = log.name
+        if self.log is not None:
+            self.log.close()
+        # Unnamed (unlinked at once): nothing is left behind, even when this process is killed.
+        log = self.log = tempfile.TemporaryFile(prefix="equiv-worker-", suffix=".log")
         root = os.path.dirname(os.path.dirname(os.path.abspath(equiv.__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
@@ -115,7 +139,6 @@ class WorkerRunner:
         self.proc = subprocess.Popen([sys.executable, "-m", "equiv.run.worker", str(fd)], pass_fds=(fd,),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                      start_new_session=True)
-        log.close()
         child_conn.close()
         self.conn = parent_conn
         self.conn.send(("load", self.spec, [p for p in sys.path if p], self.op))
@@ -154,12 +177,11 @@ class WorkerRunner:
                 continue
 
     def _log_tail(self, lines: int = 6) -> str | None:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 4000))
-                text = f.read().decode("utf-8", "replace")
-        except (OSError, TypeError):
+        try:                                     # pread: the worker shares the file's offset
+            fd = self.log.fileno()
+            size = os.fstat(fd).st_size
+            text = os.pread(fd, min(size, 4000), max(0, size - 4000)).decode("utf-8", "replace")
+        except (OSError, AttributeError, ValueError):
             return None
         tail = [ln for ln in text.splitlines() if ln.strip()][-lines:]
         return "\n".join(tail) or None
@@ -177,8 +199,10 @@ class WorkerRunner:
         return failed("exit", f"exited with code {code} {when}" if code is not None
                       else f"closed its connection {when}", log_tail=tail)
 
-    def _receive(self, timeout, when: str):
-        """The worker's reply, or the outcome of its abnormal end."""
+    def _receive(self, timeout, when: str, shown=None):
+        """The worker's reply, or the outcome of its abnormal end; ``shown`` is the limit named
+        in a time-out's message (``timeout`` itself when not given)."""
+        shown = timeout if shown is None else shown
         try:
             ready = self.conn.poll(timeout)
         except (OSError, EOFError):
@@ -186,8 +210,8 @@ class WorkerRunner:
         if not ready:
             tail = self._log_tail()
             self._kill()
-            self.stopped = f"the candidate hung on an earlier call (no answer within {timeout:g} s {when})"
-            return failed("timeout", f"did not return within {timeout:g} s {when} (the worker was "
+            self.stopped = f"the candidate hung on an earlier call (no answer within {shown:g} s {when})"
+            return failed("timeout", f"did not return within {shown:g} s {when} (the worker was "
                                      f"killed; raise the limit with --timeout)", log_tail=tail)
         try:
             data = self.conn.recv_bytes()
@@ -209,30 +233,52 @@ class WorkerRunner:
         return outcome
 
     # -- requests ---------------------------------------------------------------------------------
-    def _request(self, message, timeout, when: str) -> CallOutcome:
+    def _send(self, message, timeout, when: str) -> Pending:
+        """Send one request; its ``Pending`` waits for the reply (or the abnormal end) at most
+        ``timeout`` seconds from now. A request still in flight is collected first."""
+        if self._pending is not None:
+            self._pending.result()
         if self.stopped is not None:
-            return failed("not_called", f"not called: {self.stopped}")
+            return Pending(lambda: failed("not_called", f"not called: {self.stopped}"))
         timeout = _seconds(self.timeout if timeout is None else timeout)
         if self.proc is None or self.proc.poll() is not None:
             self._kill()
             started = self._start()
             if started is not None:
-                return started
+                return Pending(lambda: started)
         self.calls += 1
         self.conn.send(message)
-        reply = self._receive(timeout, when)
-        if isinstance(reply, CallOutcome):
-            return self._abnormal(reply)
-        return self._abnormal(reply[1])
+        sent = time.monotonic()
+
+        def collect():
+            self._pending = None
+            left = None if timeout is None else max(timeout - (time.monotonic() - sent), 0.0)
+            try:
+                reply = self._receive(left, when, shown=timeout)
+            except BaseException:                # interrupted: its reply would not line up later
+                self._kill()
+                raise
+            return self._abnormal(reply if isinstance(reply, CallOutcome) else reply[1])
+
+        self._pending = Pending(collect)
+        return self._pending
+
+    def _request(self, message, timeout, when: str) -> CallOutcome:
+        return self._send(message, timeout, when).result()
+
+    def submit(self, inputs, *extra, names=("logits",), timeout=None) -> Pending:
+        return self._send(("call", inputs, tuple(extra), self.device, tuple(names)), timeout,
+                          "during the call")
 
     def call(self, inputs, *extra, names=("logits",), timeout=None) -> CallOutcome:
-        return self._request(("call", inputs, tuple(extra), self.device, tuple(names)), timeout,
-                             "during the call")
+        return self.submit(inputs, *extra, names=names, timeout=timeout).result()
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
         return self._request(("probe", target, payload, self.device), timeout, f"during the probe {target}")
 
     def settle(self) -> str | None:
+        if self._pending is not None:
+            self._pending.result()
         if self.proc is None or self.proc.poll() is not None or self.stopped is not None:
             return None
         self.conn.send(("settle",))
@@ -249,11 +295,9 @@ class WorkerRunner:
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 pass
         self._kill()
-        if self.log_path:
-            try:
-                os.unlink(self.log_path)
-            except OSError:
-                pass
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
 
 class CandidateEnded(RuntimeError):

@@ -24,6 +24,11 @@ def os_exits_zero(logits, k):
     os._exit(0)
 
 
+def prints_then_exits(logits, k):
+    print("about to leave: marker 7f3a", flush=True)
+    os._exit(5)
+
+
 def keyboard_interrupt(logits, k):
     raise KeyboardInterrupt
 
