@@ -375,7 +375,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
         return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
                                stages=stages or DEFAULT_STAGES, progress=progress)
     stages = stages or STAGES
-    from equiv.devices import resolve_device
+    from equiv.devices import DEVICE_CHOICES, resolve_device
     from equiv.inputs import DTYPES
     from equiv.properties.subjects import parse_timeout
     from equiv.run import load_check, runner_for
@@ -387,24 +387,29 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     vocab = check_int("vocab", vocab, min_value=max(ks))
     timeout = parse_timeout(timeout)
     dtypes = tuple(check_choices("dtype", dtypes, DTYPES)) if dtypes else plan["dtypes"]
-    device = resolve_device(device)
+    asked_device = check_choice("device", device, DEVICE_CHOICES)
     stages = check_choices("stages", stages, STAGES)
+    if not isinstance(spec, str) or not spec.strip():
+        runner_for(spec, "cpu", timeout)         # the one-line error of an empty spec (exit 2)
     t0 = time.perf_counter()
-    asked = spec
-    runner = runner_for(spec, device, timeout)   # a spec that names nothing -> exit 2, before any work
-    spec = runner.spec if not runner.isolated else spec
+    asked = spec.strip()
     stage_timeout = plan["properties_timeout"] if timeout is None else max(
         plan["properties_timeout"], 4 * timeout + 120)
-    # the property suite runs in its own process: it starts first, while this process loads the
-    # candidate's worker and then judges the other stages (each stage's seconds are its own wall
-    # time); it is killed if the load fails or this process stops first
+    # The property suite runs in its own process and is on the critical path: it starts first,
+    # before this process imports torch, resolves the device (``auto`` resolves the same way
+    # there) and loads the candidate's worker; then this process judges the other stages (each
+    # stage's seconds are its own wall time). It is killed if anything here fails or stops first.
     suite = None
     if "properties" in stages:
-        suite = start_properties(spec, ks=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                                 timeout=timeout, stage_timeout=stage_timeout)
+        suite = start_properties(asked, ks=ks, device=asked_device, dtypes=dtypes, budget=budget,
+                                 seed=seed, timeout=timeout, stage_timeout=stage_timeout)
     checks: list[GateCheck] = []
     done: list[Stage] = []
+    load = None
     try:
+        device = resolve_device(asked_device)    # 'cuda' with no GPU -> exit 2
+        runner = runner_for(asked, device, timeout)   # a spec that names nothing -> exit 2
+        spec = runner.spec if not runner.isolated else asked
         load = load_check(asked, device, timeout)   # an import that raises -> exit 2
         if load is not None:
             checks.append(GateCheck("load", False, f"the candidate {load.problem}"))

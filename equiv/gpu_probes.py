@@ -31,6 +31,7 @@ Every failure carries a ``REPRO:`` line: ``python -m equiv.gpu_probes PROBE SPEC
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import asdict, dataclass, field
 
@@ -114,21 +115,27 @@ BASE_ROWS = 64        # rows built from a recipe; larger batches are column rota
 def _rows(p, batch: int, seed: int, device):
     """``batch`` distinct rows of the payload's family. A recipe builds its rows in NumPy on the host
     (bit-identical on every device), which costs seconds at 1024 x 129280; the probes compare a
-    candidate only with itself, so rows past ``BASE_ROWS`` are the first ``BASE_ROWS`` rotated
-    along the vocabulary by a different offset per block: other values at every column, the
-    maximum elsewhere, the same law. Deterministic in (payload, batch, seed)."""
+    candidate only with itself, so every batch is cut from one ``BASE_ROWS``-row recipe (built
+    once per family, seed, vocabulary, dtype and device: ``_base_rows``), and rows past
+    ``BASE_ROWS`` are those rows rotated along the vocabulary by a different offset per block:
+    other values at every column, the maximum elsewhere, the same law. Deterministic in
+    (payload, batch, seed); a fresh tensor each time."""
     import torch
 
-    from equiv.inputs import Recipe
-
-    base = Recipe(p["family"], seed=seed, batch=min(batch, BASE_ROWS), vocab=p["vocab"],
-                  dtype=p["dtype"]).build(device)
+    base = _base_rows(p["family"], seed, p["vocab"], p["dtype"], str(device))
     if batch <= BASE_ROWS:
-        return base
+        return base[:batch].clone()
     vocab = base.shape[1]
     blocks = [base] + [torch.roll(base, shifts=(7919 * b) % vocab or 1, dims=1)
                        for b in range(1, -(-batch // BASE_ROWS))]
     return torch.cat(blocks)[:batch].contiguous()
+
+
+@functools.lru_cache(maxsize=4)
+def _base_rows(family: str, seed: int, vocab: int, dtype: str, device: str):
+    from equiv.inputs import Recipe
+
+    return Recipe(family, seed=seed, batch=BASE_ROWS, vocab=vocab, dtype=dtype).build(device)
 
 
 def _same_bits(a, b) -> bool:
@@ -192,12 +199,13 @@ def graph_replay(fn, device="cuda", payload=None) -> ProbeResult:
                            f"{type(exc).__name__}: {first}"[:300], p, repro=repro)
     checks, problems, bitwise, trials = [], [], 0, 0
     decoys = _rows(p, b_max, p["seed"] + 1000, device)
+    fresh = _rows(p, b_max, p["seed"] + 1, device)   # each trial's rows: these, rotated anew
     other = torch.cuda.Stream(device)
     seed = p["seed"] + 1
     for stream_name, stream in (("current", torch.cuda.current_stream(device)), ("non-default", other)):
         with torch.cuda.stream(stream):
             for b in p["batches"]:
-                real = _rows(p, b, seed, device)
+                real = torch.roll(fresh[:b], shifts=(7919 * seed) % fresh.shape[1] or 1, dims=1).contiguous()
                 decoy = torch.roll(decoys, shifts=seed, dims=1)   # another input, rebuilt for nothing
                 seed += 1
                 want = tuple(t.clone() for t in fn(real.clone(), k))

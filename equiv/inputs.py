@@ -150,7 +150,33 @@ def _base(rng, r: Recipe, shape) -> np.ndarray:
     return r.scale * rng.standard_normal(shape) + r.shift
 
 
+_LAST: dict = {}                                 # the last recipe built: {recipe: host tensor}
+CACHED_ELEMENTS = 2 ** 26                        # larger builds are not kept
+
+
 def build(r: Recipe, device="cpu"):
+    """The recipe's logits on ``device``. The host values of the last recipe built are kept (up
+    to ``CACHED_ELEMENTS``), so that an in-process judge that builds its copy and then calls
+    the path on the same recipe draws the random values once; each call gets its own tensor."""
+    import torch
+
+    x = _LAST.get(r)
+    if x is None:
+        x = _host_values(r)
+        _LAST.clear()
+        if x.numel() <= CACHED_ELEMENTS:
+            _LAST[r] = x
+    x = x.clone()
+    if r.pad:
+        buf = torch.full((r.batch, r.vocab + r.pad), 1e4 if r.dtype != "float16" else 6e4,
+                         dtype=x.dtype)
+        buf[:, : r.vocab] = x
+        return buf.to(device)[:, : r.vocab]
+    return x.to(device)
+
+
+def _host_values(r: Recipe):
+    """The recipe's ``[batch, vocab]`` values on the host, contiguous (``build`` pads them)."""
     import torch
 
     rng = np.random.default_rng(r.seed)
@@ -158,16 +184,18 @@ def build(r: Recipe, device="cpu"):
     if r.family == "bf16_quantized":
         vals = torch.from_numpy(vals).to(torch.bfloat16).float().numpy()
     x = torch.from_numpy(vals).to(_torch_dtype(r.dtype))   # round once into the dtype
+    # each row's max before its own edit (an edit touches its row only): one reduction, not B
+    row_max = x.max(dim=1).values if r.family in ("dominant", "ties_max", "near_ties") and r.batch else None
     for b in range(r.batch):
         row = x[b]
         if r.family == "dominant":
-            row[int(rng.integers(r.vocab))] = float(row.float().max()) + 12 * r.scale
+            row[int(rng.integers(r.vocab))] = float(row_max[b].float()) + 12 * r.scale
         elif r.family == "ties_max":
             pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2), b))
-            row[pos] = row.max() + 1.0
+            row[pos] = row_max[b] + 1.0
         elif r.family == "near_ties":
             pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2), b))
-            top = row.max() + 1.0
+            top = row_max[b] + 1.0
             vals_at = torch.full((pos.numel(),), float(top), dtype=x.dtype)
             for i in range(1, pos.numel()):      # each one ULP below the previous
                 vals_at[i] = torch.nextafter(vals_at[i - 1], torch.tensor(-float("inf"), dtype=x.dtype))
@@ -191,9 +219,4 @@ def build(r: Recipe, device="cpu"):
                 x[b, (j + 1 + int(rng.integers(max(r.vocab - 1, 1)))) % r.vocab] = float("inf")
             else:
                 x[b] = -float("inf")
-    if r.pad:
-        buf = torch.full((r.batch, r.vocab + r.pad), 1e4 if r.dtype != "float16" else 6e4,
-                         dtype=x.dtype)
-        buf[:, : r.vocab] = x
-        return buf.to(device)[:, : r.vocab]
-    return x.to(device)
+    return x

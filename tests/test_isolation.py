@@ -212,3 +212,12 @@ def test_an_approximate_top_k_fails_on_strided_top_entries():
     assert compare(spec("approximate_top_k"), strided, 1, timeout=60).passed       # exact at k = 1
     res = compare(spec("approximate_top_k"), strided, 4, timeout=60)
     assert not res.passed and not res.check("index").passed, res.summary()
+
+
+def test_cuda_and_cuda0_are_one_runner_and_one_worker():
+    # the suite's equivalence properties call through a tensor's device ("cuda:0") and the
+    # plugin's load check through "cuda": two keys started a second worker (seconds on a GPU)
+    first = runner_for(spec("k1_only"), "cuda", timeout=30)
+    assert runner_for(spec("k1_only"), "cuda:0", timeout=30) is first
+    assert runner_for(spec("k1_only"), "cpu", timeout=30) is not first
+    assert first.proc is None                                  # made, not started

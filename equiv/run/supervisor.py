@@ -368,6 +368,13 @@ def load_for(spec, op: str = "draft_topk"):
     return load_candidate(spec)
 
 
+def _device_key(device) -> str:
+    """One name per device: ``cuda`` and ``cuda:0`` (a tensor's ``str(t.device)``) are one GPU
+    to a fresh worker, so they share one runner (before: a second worker, seconds to start)."""
+    name = str(device)
+    return "cuda:0" if name == "cuda" else name
+
+
 def runner_for(candidate, device: str = "cpu", timeout=60.0, op: str = "draft_topk"):
     """The runner of ``candidate`` (a spec or a callable) on ``device`` for this command;
     ``op`` (``draft_topk`` or ``verify``) says whose signature the candidate must have."""
@@ -379,7 +386,7 @@ def runner_for(candidate, device: str = "cpu", timeout=60.0, op: str = "draft_to
     spec = candidate.strip()
     if ":" not in spec:
         load_for(spec, op)                       # a built-in name, or its one-line error
-    key = (spec, str(device), os.getcwd(), op)
+    key = (spec, _device_key(device), os.getcwd(), op)
     runner = _RUNNERS.get(key)
     if runner is None:
         if trusted(spec, op):
