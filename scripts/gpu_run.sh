@@ -12,7 +12,8 @@
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
-#              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py
+#              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py;
+#              PROFILE_GATES (e.g. "user") limits the gates
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
 mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile OUTDIR}"
@@ -130,6 +131,7 @@ profile)
     cd "$scratch"
     for g in "identity identity_top1" "user k.py:k1_only" "fused fused_triton"; do
         set -- $g
+        [[ " ${PROFILE_GATES:-identity user fused} " == *" $1 "* ]] || continue
         mkdir -p "$out/prof_$1"
         step "prof_$1" 150 env EQUIV_PROF_DIR="$out/prof_$1" PYTHONPATH="$repo/scripts/profile" \
              python3 -m equiv gate --candidate "$2" --device cuda --json "$out/prof_$1/gate.json"
