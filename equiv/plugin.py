@@ -51,6 +51,7 @@ DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None
 OPS = ("draft_topk", "verify")
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
+_LOAD_KEY = pytest.StashKey()
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -167,7 +168,25 @@ def _validate(config) -> None:
             from equiv.devices import resolve_device
             from equiv.run import load_check
 
-            load_check(spec, resolve_device(device), timeout, op=option(config, "equiv_op"))
+            # the worker loads while pytest collects; pytest_collection_finish reads its answer
+            load = (spec, resolve_device(device), timeout, option(config, "equiv_op"))
+            load_check(*load, wait=False)
+            config.stash[_LOAD_KEY] = load
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_finish(session):
+    """The candidate's import, started by ``_validate``: one that raises is a usage error (an
+    exit or a hang is the first call's failed outcome, as before)."""
+    load = session.config.stash.get(_LOAD_KEY, None)
+    if load is None:
+        return
+    from equiv.errors import UsageError
+    from equiv.run import load_check
+
+    try:
+        load_check(*load)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
 

@@ -25,9 +25,10 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || export PYTHONPATH=$PWD
 # The device's packages carry no bytecode caches: every process compiled torch's and scipy's
 # sources again (~1000 modules, ~2 s a process). A user's installation has them (pip writes them
-# at install), so the runs keep the bytecode in one folder, written by this first import.
+# at install), so the runs keep the bytecode in one folder, written by this first import (even
+# where PYTHONDONTWRITEBYTECODE is set; the runs after it read the folder).
 export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-/tmp/equiv-pycache}"
-python3 -c "import torch, torch.nn, scipy.stats, hypothesis, pytest, triton, equiv.cli, equiv.gate, equiv.plugin" \
+env -u PYTHONDONTWRITEBYTECODE python3 -c "import torch, torch.nn, scipy.stats, hypothesis, pytest, triton, equiv.cli, equiv.gate, equiv.plugin" \
     >/dev/null 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
 python3 -c "import torch, triton, numpy, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__)" | tee -a "$out/env.txt"

@@ -121,9 +121,16 @@ class WorkerRunner:
         self.stopped: str | None = None          # why later calls are not made
         self._loaded_once = False
         self._pending: Pending | None = None      # the request in flight (``submit``)
+        self._loading: float | None = None        # when the load was asked, until its reply is read
 
     # -- the process ------------------------------------------------------------------------------
     def _start(self) -> CallOutcome | None:
+        """Start the worker and wait until it has loaded the candidate (``_spawn``, ``_loaded``)."""
+        self._spawn()
+        return self._loaded()
+
+    def _spawn(self) -> None:
+        """Start the worker and ask it to load the candidate; the reply is read by ``_loaded``."""
         import equiv
 
         parent_conn, child_conn = Pipe(duplex=True)
@@ -142,7 +149,17 @@ class WorkerRunner:
         child_conn.close()
         self.conn = parent_conn
         self.conn.send(("load", self.spec, [p for p in sys.path if p], self.op))
-        reply = self._receive(max(_seconds(self.timeout) or 0.0, LOAD_TIMEOUT_S), "while loading the candidate")
+        self._loading = time.monotonic()
+
+    def _loaded(self) -> CallOutcome | None:
+        """The load's reply: None when the candidate loaded, the abnormal outcome of its import
+        (an exit, a signal, a hang), or ``CandidateLoadError`` when the import raised."""
+        if self._loading is None:
+            return None
+        limit = max(_seconds(self.timeout) or 0.0, LOAD_TIMEOUT_S)
+        left = max(limit - (time.monotonic() - self._loading), 0.0)
+        self._loading = None
+        reply = self._receive(left, "while loading the candidate", shown=limit)
         if isinstance(reply, CallOutcome):
             return reply
         tag, message = reply
@@ -241,6 +258,10 @@ class WorkerRunner:
         if self.stopped is not None:
             return Pending(lambda: failed("not_called", f"not called: {self.stopped}"))
         timeout = _seconds(self.timeout if timeout is None else timeout)
+        if self._loading is not None:            # started by load_check(wait=False)
+            started = self._loaded()
+            if started is not None:
+                return Pending(lambda: started)
         if self.proc is None or self.proc.poll() is not None:
             self._kill()
             started = self._start()
@@ -400,14 +421,24 @@ def runner_for(candidate, device: str = "cpu", timeout=60.0, op: str = "draft_to
     return runner
 
 
-def load_check(spec: str, device: str = "cpu", timeout=60.0, op: str = "draft_topk") -> CallOutcome | None:
+def load_check(spec: str, device: str = "cpu", timeout=60.0, op: str = "draft_topk",
+               wait: bool = True) -> CallOutcome | None:
     """Start the candidate's worker now (a usage error raises ``CandidateLoadError`` before any
-    work); returns the abnormal outcome of its import, or None when it loaded."""
+    work); returns the abnormal outcome of its import, or None when it loaded. ``wait=False``
+    returns at once while the worker loads (the caller goes on with its own start-up); a later
+    ``load_check`` (or the first call) reads the load's outcome."""
     runner = runner_for(spec, device, timeout, op)
-    if not runner.isolated or runner.proc is not None:
+    if not runner.isolated:
+        return None
+    if runner._loading is not None:
+        return runner._loaded() if wait else None
+    if runner.proc is not None:
         return None
     if runner.stopped is not None:
         return failed("not_called", f"not called: {runner.stopped}")
+    if not wait:
+        runner._spawn()
+        return None
     return runner._start()
 
 
