@@ -9,9 +9,10 @@ Plan
    pytest in a subprocess (so the gate and ``pytest --equiv-candidate`` are one source of truth),
    and read the per-test JSON the plugin writes. Each property is one check; pytest's exit code
    must agree with the records (a crashed or interrupted run is a failure, never a pass). The
-   subprocess starts first and runs while this process judges the next two stages (on a GPU
-   machine the two halves took about 10 s each one after the other); it is read last, and
-   killed if this process stops first. Each stage's ``seconds`` is its own wall time, so the
+   subprocess is the critical path, so it starts first, once the arguments are checked and
+   before this process imports torch, and runs while this process judges the next two stages;
+   it is read last, and killed if this process stops first (a device or a spec that fails here
+   included). Each stage's ``seconds`` is its own wall time, so the
    properties' overlap the others'.
 3. ``tolerance``: ``equiv.compare`` on every input family x dtype x k asked at V = 129280, the
    worker building each recipe on the device; at the end of the stage the inputs are checked once
