@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 POINTERS = ("x_ptr", "p_ptr", "idx_ptr", "part_m_ptr", "part_s_ptr", "part_i_ptr", "part_v_ptr",
             "part_j_ptr", "count_ptr")
 DTYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16"}
+LAST_SASS = [""]                                 # the SASS of the last layout compiled
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def main_loop(sass: str) -> list[str]:
 
 def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps: int = 4,
                    index: int = 1, prefetch: bool = True, one_chunk: bool = True,
-                   cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None) -> Compiled:
+                   cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None,
+                   stages: int = 0, cache: str = "", evict: str = "") -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -106,7 +108,7 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     types.update(stride_row="i32", V="i32", CHUNK="i32", SPLITS="i32")
     consts = dict(ONE_CHUNK=one_chunk, S_PAD=16, K=k, K_PAD=k_pad, ROWS=rows, LANES=lanes,
                   FUSED_COMBINE=not one_chunk, INDEX=index if k == 1 else 0, PREFETCH=prefetch,
-                  CAP=cap, NCOL_PAD=ncol_pad if k > 1 else 1)
+                  CAP=cap, NCOL_PAD=ncol_pad if k > 1 else 1, STAGES=stages, CACHE=cache, EVICT=evict)
     names = list(fk._draft_topk_kernel.arg_names)
     sig = {n: ("constexpr" if n in consts else types[n]) for n in names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)
@@ -130,6 +132,7 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     local = max(int(re.search(r"STACK:(\d+)", usage).group(1)),
                 int(re.search(r"LOCAL:(\d+)", usage).group(1)))
     loop = main_loop(sass)
+    LAST_SASS[0] = sass
     return Compiled(dtype, k, rows, num_warps, index, prefetch, regs, local, len(loop),
                     sum("MUFU" in ln for ln in loop), sum("LDG" in ln for ln in loop),
                     rows * 16 // elem, sum("LDL" in ln or "STL" in ln for ln in loop))

@@ -276,19 +276,18 @@ def _chunk_topk(x_row, start, stop, m, lane, LANES: tl.constexpr,
 
 
 @triton.jit
-def _draft_topk_loads_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
-                             part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr,
-                             count_ptr, ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr,
-                             K: tl.constexpr, K_PAD: tl.constexpr, ROWS: tl.constexpr,
-                             LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
-                             INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
-                             NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                             EVICT: tl.constexpr):
+def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
+                       part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr,
+                       count_ptr, ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr,
+                       K: tl.constexpr, K_PAD: tl.constexpr, ROWS: tl.constexpr,
+                       LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
+                       INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
+                       NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
+                       EVICT: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
-    Launched as a kernel only when one of them is set; ``_draft_topk_kernel`` inlines it with
-    all three off."""
+    With all three off (0, "", "") it compiles to v6's kernel (the same SASS: docs/kernel-notes.md)."""
     row = tl.program_id(0)
     split = tl.program_id(1)
     start = split * CHUNK
@@ -372,21 +371,6 @@ def _draft_topk_loads_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr
 
 
 @triton.jit
-def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
-                       part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
-                       ONE_CHUNK: tl.constexpr, S_PAD: tl.constexpr, K: tl.constexpr,
-                       K_PAD: tl.constexpr, ROWS: tl.constexpr, LANES: tl.constexpr,
-                       FUSED_COMBINE: tl.constexpr, INDEX: tl.constexpr,
-                       PREFETCH: tl.constexpr, CAP: tl.constexpr, NCOL_PAD: tl.constexpr):
-    """The kernel of the defaults: plain loads, not pipelined (v6's kernel, and the signature
-    that ``equiv.kernels.aot`` compiles)."""
-    _draft_topk_loads_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr, part_m_ptr,
-                             part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, count_ptr,
-                             ONE_CHUNK, S_PAD, K, K_PAD, ROWS, LANES, FUSED_COMBINE, INDEX,
-                             PREFETCH, CAP, NCOL_PAD, 0, "", "")
-
-
-@triton.jit
 def _combine_kernel(SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr, part_j_ptr, p_ptr,
                     idx_ptr, S_PAD: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr):
     _combine_row(tl.program_id(0), SPLITS, part_m_ptr, part_s_ptr, part_i_ptr, part_v_ptr,
@@ -429,11 +413,6 @@ class KernelConfig:
     @property
     def block(self) -> int:
         return self.rows * self.lanes
-
-    @property
-    def load_knobs(self) -> bool:
-        """Whether the launch needs the kernel with the v7 load knobs."""
-        return bool(self.stages or self.cache or self.evict)
 
     @property
     def ncol_pad(self) -> int:
@@ -627,12 +606,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         count = _zeroed_counter(dev, batch)
     else:
         count = torch.zeros(batch, dtype=torch.int32, device=dev)
-    knobs = {}
-    kernel = _draft_topk_kernel
-    if config.load_knobs:
-        kernel = _draft_topk_loads_kernel
-        knobs = {"STAGES": config.stages, "CACHE": config.cache, "EVICT": config.evict}
-    compiled = kernel[(batch, config.splits)](
+    compiled = _draft_topk_kernel[(batch, config.splits)](
         logits, logits.stride(0), vocab, config.chunk, config.splits, topk_p, topk_index,
         part_m, part_s, part_i, part_v, part_j, count,
         ONE_CHUNK=config.splits == 1, S_PAD=s_pad, K=k, K_PAD=k_pad, ROWS=config.rows,
@@ -640,7 +614,8 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         PREFETCH=config.prefetch, CAP=max(config.cap, 1), NCOL_PAD=config.ncol_pad if k > 1 else 1,
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
-        **knobs, num_warps=config.num_warps, enable_fp_fusion=False,
+        STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
+        num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report
         REGS_SEEN[(logits.element_size(), k, config)] = (compiled.n_regs, compiled.n_spills,
