@@ -24,3 +24,21 @@ def equiv_only_path(tmp_path_factory):
     shim = tmp_path_factory.mktemp("equiv-only")
     os.symlink(os.path.dirname(os.path.realpath(equiv.__file__)), shim / "equiv")
     return str(shim)
+
+
+@pytest.fixture(autouse=True)
+def _seeded_global_rngs():
+    """Every test starts from the same global RNG state, so a test that draws with
+    ``torch.randn``/``np.random`` without a generator sees the same numbers on every run (one
+    such draw once failed CI on about one seed in twenty: tests/test_ulp.py)."""
+    import random
+
+    import numpy as np
+
+    random.seed(0)
+    np.random.seed(0)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(0)

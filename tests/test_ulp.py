@@ -28,11 +28,20 @@ def test_distance_counts_representable_values():
 
 def test_bfloat16_rounding_matches_torch():
     torch = pytest.importorskip("torch")
-    x = torch.randn(10000, dtype=torch.float64) * 100
-    ours = round_to(x.numpy(), "bfloat16")
-    # float64 -> bfloat16 in torch rounds directly (no double rounding via float32)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(100000, generator=g, dtype=torch.float32) * 100
+    # float32 -> bfloat16 is one rounding in torch and here: the two must agree everywhere
+    ours = round_to(x.double().numpy(), "bfloat16")
     theirs = x.to(torch.bfloat16).double().numpy()
     assert np.array_equal(ours, theirs)
+
+
+def test_bfloat16_rounding_is_one_rounding_from_float64():
+    # torch 2.13 takes float64 -> bfloat16 through float32: 168.50000744306905 becomes 168.5, a
+    # tie, then 168 (even). The exact value is nearer 169, and round_to rounds once. (The test
+    # compared with torch on unseeded float64 draws and failed on about 1 draw in 20.)
+    assert round_to(np.array([168.50000744306905]), "bfloat16")[0] == 169.0
+    assert round_to(np.array([168.49999255693095]), "bfloat16")[0] == 168.0
 
 
 def test_ulp_error_of_half_spacing():
