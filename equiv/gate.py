@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from equiv.checks import NamedChecks
-from equiv.validation import check_choice, check_choices, check_float, check_int
+from equiv.validation import check_choice, check_choices, check_int
 
 BUDGETS = {
     # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget

@@ -33,7 +33,6 @@ another name, so the first hook that sees the plugin manager blocks the entry po
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 

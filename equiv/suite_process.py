@@ -88,7 +88,7 @@ def environment(budget: str, base=None, storage: str | None = None) -> dict:
 
 def repro_line(args, budget: str) -> str:
     """``REPRO: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 HYPOTHESIS_PROFILE=... python -m pytest ARGS``."""
-    assigns = [f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", f"HYPOTHESIS_PROFILE={PROFILE_OF_BUDGET[budget]}"]
+    assigns = ["PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", f"HYPOTHESIS_PROFILE={PROFILE_OF_BUDGET[budget]}"]
     return "REPRO: " + " ".join(assigns) + " python -m pytest " + shlex.join(args)
 
 

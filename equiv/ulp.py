@@ -107,13 +107,13 @@ def _ordered_bits(x: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """Map representable values onto a monotone int64 line using their bit patterns."""
     if fmt.name == "float16":
         bits = np.asarray(x, dtype=np.float64).astype(np.float16).view(np.uint16).astype(np.int64)
-        sign_bit, width = 1 << 15, 16
+        sign_bit = 1 << 15
     else:
         bits = np.asarray(x, dtype=np.float64).astype(np.float32).view(np.uint32).astype(np.int64)
-        sign_bit, width = 1 << 31, 32
+        sign_bit = 1 << 31
         if fmt.name == "bfloat16":
             bits = bits >> 16
-            sign_bit, width = 1 << 15, 16
+            sign_bit = 1 << 15
     magnitude = bits & (sign_bit - 1)
     return np.where(bits & sign_bit, -magnitude, magnitude)
 

@@ -68,8 +68,17 @@ def to_numpy(t) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
+try:
+    _GROUP = BaseExceptionGroup                   # Python >= 3.11
+except NameError:                                # 3.10: Hypothesis raises the backport's groups
+    try:
+        from exceptiongroup import BaseExceptionGroup as _GROUP
+    except ImportError:
+        _GROUP = ()
+
+
 def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+    while isinstance(exc, _GROUP) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
 

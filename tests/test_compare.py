@@ -1,5 +1,4 @@
 """The comparison pipeline on the cases the foundation issue names, each able to fail."""
-import numpy as np
 import pytest
 import torch
 

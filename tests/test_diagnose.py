@@ -150,7 +150,6 @@ def test_outputs_json_console_junit_and_repro():
 
 def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
     import subprocess
-    import sys
 
     checks = [GateCheck("property:raw_arrays", False, "the raw array differs from the reference (contract)",
                         counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)")]

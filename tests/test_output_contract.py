@@ -12,7 +12,6 @@ Each test names the failure it guards against (seen before its fix):
 import math
 import os
 
-import numpy as np
 import pytest
 import torch
 

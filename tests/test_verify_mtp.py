@@ -40,7 +40,7 @@ def test_an_accept_all_verifier_shows_in_acceptance_and_fails_losslessness(capsy
     rc = main(["mtp", "--verify", spec, "--consumers", "target_only", "--paths", "softmax_topk",
                "--vocab", "1024", "--sequences", "32", "--rounds", "8", "--device", "cpu"])
     out = capsys.readouterr().out
-    assert rc == 1 and f"REPRO: equiv mtp --paths softmax_topk --consumers target_only" in out
+    assert rc == 1 and "REPRO: equiv mtp --paths softmax_topk --consumers target_only" in out
     assert f"--verify {spec}" in out
 
 

@@ -1,6 +1,5 @@
 """Read a folder written under scripts/profile/sitecustomize.py: the timeline of the processes,
 then for each the functions with the most cumulative time (``--top N``, default 25)."""
-import glob
 import json
 import os
 import pstats
