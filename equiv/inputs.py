@@ -151,7 +151,7 @@ def _base(rng, r: Recipe, shape) -> np.ndarray:
 
 
 _LAST: dict = {}                                 # the last recipe built: {recipe: host tensor}
-CACHED_ELEMENTS = 2 ** 26                        # larger builds are not kept
+CACHED_ELEMENTS = 2 ** 25                        # larger builds are not kept (the quick plan's largest)
 
 
 def build(r: Recipe, device="cpu"):

@@ -153,3 +153,20 @@ def test_huge_shift_recipe_judges_the_paths_the_right_way_round():
     r = Recipe.parse("gaussian:seed=0,batch=2,vocab=1000,shift=1e30")
     assert __import__("equiv").compare("softmax_topk", r.build(), 1, recipe=r).passed
     assert not __import__("equiv").compare("hardcoded_one", r.build(), 1, recipe=r).passed
+
+
+def test_a_rebuilt_recipe_is_a_fresh_tensor_with_the_same_bits():
+    # build() keeps the last recipe's host values (an in-process judge builds each recipe twice):
+    # each call must still get its own tensor, unchanged by what a caller did to an earlier one
+    import torch
+
+    from equiv import Recipe
+
+    for pad in (0, 5):
+        r = Recipe("ties_max", seed=4, batch=3, vocab=300, dtype="bfloat16", pad=pad)
+        first = r.build("cpu")
+        want = first.clone()
+        first.fill_(0.0)                          # a caller (or a candidate) writes into its copy
+        second = r.build("cpu")
+        assert second.data_ptr() != first.data_ptr() and second.stride() == (300 + pad, 1)
+        assert torch.equal(second.view(torch.int16), want.view(torch.int16))
