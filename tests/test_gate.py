@@ -80,3 +80,33 @@ def test_unwritable_output_is_a_usage_error(tmp_path):
     out = cli("gate", "--candidate", "identity_top1", "--device", "cpu", "--stages", "tolerance",
               "--json", str(tmp_path / "no" / "such" / "dir.json"))
     assert out.returncode == 2 and "does not exist" in out.stderr
+
+
+@pytest.mark.parametrize("candidate, device", [("identity_top1", "cuda"), ("no_such_path", "cpu")])
+def test_the_suite_starts_first_and_is_killed_when_the_command_fails_after(monkeypatch, candidate, device):
+    # the property suite is the critical path, so it starts before torch is imported and the
+    # device or the candidate is resolved; a failure there (no GPU, a spec that names nothing)
+    # is still a usage error, and the started suite is killed, not left running
+    import equiv.gate as gate
+    from equiv.errors import UsageError
+
+    if device == "cuda":
+        import torch
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    started = []
+
+    class Handle:
+        killed = False
+
+        def kill(self):
+            self.killed = True
+
+    def fake_start(spec, **kw):
+        started.append((spec, kw["device"], Handle()))
+        return started[-1][2]
+
+    monkeypatch.setattr(gate, "start_properties", fake_start)
+    with pytest.raises(UsageError):
+        run_gate(candidate, device=device)
+    assert [(s, d) for s, d, _ in started] == [(candidate, device)] and started[0][2].killed
