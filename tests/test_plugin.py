@@ -38,6 +38,18 @@ def test_bad_options_stop_with_one_line(args, needle, tmp_path, capfd):
     assert len(lines) == 1 and lines[0].startswith("ERROR: "), err
 
 
+def test_a_candidate_whose_import_raises_stops_the_run_with_one_line(tmp_path, capfd):
+    # its worker loads while pytest collects; the import's error is read when collection ends
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
+    (tmp_path / "bad_kernel.py").write_text("raise ImportError('no such thing here')\ndef f(x, k):\n    pass\n")
+    code = pytest.main([str(tmp_path / "test_nothing.py"), "-q", "-p", "no:cacheprovider",
+                        f"--equiv-candidate={tmp_path / 'bad_kernel.py'}:f", "--equiv-device=cpu"])
+    err = capfd.readouterr().err
+    assert code == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in err.splitlines() if "raised ImportError: no such thing here" in line]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), err
+
+
 def test_report_json_records_plain_tests(tmp_path, capfd):
     (tmp_path / "test_two.py").write_text(
         "import pytest\n"
