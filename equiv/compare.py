@@ -330,31 +330,32 @@ def _baseline_rel_err(logits, k, ref, tol) -> float:
 
 def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression):
     """What ``compare`` needs besides the candidate's answer, computed while it runs: the
-    reference's input (a copy), the tolerance, the judged rows, the float64 reference and the
-    baseline's error (``_baseline``). An exception of the reference is kept in its place and
+    tolerance, the judged rows, the float64 reference and the baseline's error (``_baseline``).
+    The candidate never sees ``logits`` (its input is built from a description), so the
+    reference reads them as they are. An exception of the reference is kept in its place and
     raised where the reference is first used (after a failed contract: not at all)."""
     from equiv.coverage import judged_rows
 
-    snapshot = np.array(_to_numpy(logits), copy=True)
+    x = np.ascontiguousarray(_to_numpy(logits))   # padded rows: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
     batch, vocab = logits.shape
     judged = judged_rows(batch, vocab, rows=rows, seed=getattr(recipe, "seed", None) or 0)
     try:
-        ref = reference.softmax_topk(snapshot if judged.size == batch else snapshot[judged], k)
+        ref = reference.softmax_topk(x if judged.size == batch else x[judged], k)
     except Exception as exc:                     # noqa: BLE001 - raised where it is used
-        return snapshot, tol, judged, exc, None
+        return tol, judged, exc, None
     base = None
     if regression:
         is_baseline = not runner.isolated and runner.spec == "softmax_topk"
         base = _baseline(logits.to(device), k, ref, tol, is_baseline, judged)
-    return snapshot, tol, judged, ref, base
+    return tol, judged, ref, base
 
 
 def _baseline(logits, k, ref, tol, is_baseline, judged):
-    """The baseline's max relative error on the judged rows: a float, "this is the baseline",
-    or the name of the exception that stopped it (the baseline itself cannot run, e.g. k > V)."""
+    """The baseline's max relative error on the judged rows, or the passing regression check
+    that says why there is none (this is the baseline; it cannot run, e.g. k > V)."""
     if is_baseline:
-        return "this is the baseline"
+        return CheckResult("regression", True, "this is the baseline")
     try:
         if judged.size < logits.shape[0]:        # the baseline on the same (judged) rows only
             import torch
@@ -362,14 +363,12 @@ def _baseline(logits, k, ref, tol, is_baseline, judged):
             logits = logits.index_select(0, torch.as_tensor(judged, device=logits.device))
         return _baseline_rel_err(logits, k, ref, tol)
     except Exception as exc:                     # noqa: BLE001 - reported in the check
-        return exc
+        return CheckResult("regression", True, f"baseline not comparable ({type(exc).__name__})")
 
 
 def _regression_check(base, tol, max_rel) -> CheckResult:
-    if isinstance(base, str):
-        return CheckResult("regression", True, base)
-    if isinstance(base, BaseException):
-        return CheckResult("regression", True, f"baseline not comparable ({type(base).__name__})")
+    if isinstance(base, CheckResult):
+        return base
     limit = tol.regression_factor * base + tol.regression_floor
     detail = (f"max rel err {max_rel:.3g} vs softmax_topk {base:.3g} "
               f"(up to {tol.regression_factor:g} x baseline + {tol.regression_floor:.3g} allowed)")
@@ -421,7 +420,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     except BaseException:
         pending.result()                         # no reply may be left unread
         raise
-    snapshot, tol, judged, ref, base = early
+    tol, judged, ref, base = early
     name = name or runner.spec
     dtype = dtype_name(logits.dtype)
     batch, vocab = logits.shape
