@@ -396,10 +396,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
     asked = spec.strip()
     stage_timeout = plan["properties_timeout"] if timeout is None else max(
         plan["properties_timeout"], 4 * timeout + 120)
-    # The property suite runs in its own process and is on the critical path: it starts first,
-    # before this process imports torch, resolves the device (``auto`` resolves the same way
-    # there) and loads the candidate's worker; then this process judges the other stages (each
-    # stage's seconds are its own wall time). It is killed if anything here fails or stops first.
+    # the suite first (module docstring, step 2): the device is resolved after, the same way there
     suite = None
     if "properties" in stages:
         suite = start_properties(asked, ks=ks, device=asked_device, dtypes=dtypes, budget=budget,

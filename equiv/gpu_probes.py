@@ -125,10 +125,16 @@ def _rows(p, batch: int, seed: int, device):
     base = _base_rows(p["family"], seed, p["vocab"], p["dtype"], str(device))
     if batch <= BASE_ROWS:
         return base[:batch].clone()
-    vocab = base.shape[1]
-    blocks = [base] + [torch.roll(base, shifts=(7919 * b) % vocab or 1, dims=1)
-                       for b in range(1, -(-batch // BASE_ROWS))]
+    blocks = [base] + [_rotated(base, b) for b in range(1, -(-batch // BASE_ROWS))]
     return torch.cat(blocks)[:batch].contiguous()
+
+
+def _rotated(rows, n: int):
+    """``rows`` rotated along the vocabulary by the ``n``-th offset (never 0): other values at
+    every column, the maximum elsewhere."""
+    import torch
+
+    return torch.roll(rows, shifts=(7919 * n) % rows.shape[1] or 1, dims=1)
 
 
 @functools.lru_cache(maxsize=4)
@@ -205,7 +211,7 @@ def graph_replay(fn, device="cuda", payload=None) -> ProbeResult:
     for stream_name, stream in (("current", torch.cuda.current_stream(device)), ("non-default", other)):
         with torch.cuda.stream(stream):
             for b in p["batches"]:
-                real = torch.roll(fresh[:b], shifts=(7919 * seed) % fresh.shape[1] or 1, dims=1).contiguous()
+                real = _rotated(fresh[:b], seed).contiguous()
                 decoy = torch.roll(decoys, shifts=seed, dims=1)   # another input, rebuilt for nothing
                 seed += 1
                 want = tuple(t.clone() for t in fn(real.clone(), k))
