@@ -43,6 +43,7 @@ LAYOUTS = {
     "b128_r2_s7_separate_idx1": with_layout(block=128, rows=2, splits=7, combine="separate",
                                             index=1, prefetch=False),
     "b64_one_chunk_cap1": with_layout(block=64, splits=1, cap=1),
+    "b512_r4_s5_fused_idx3": with_layout(block=512, rows=4, splits=5, combine="fused", index=3),
 }
 
 
@@ -57,6 +58,18 @@ def check(fn, recipe, k=1, device="cpu"):
 def test_tile_edges(layout, vocab):
     for k in sorted({1, min(2, vocab), min(5, vocab)}):
         check(LAYOUTS[layout], Recipe(seed=vocab + k, batch=3, vocab=vocab, scale=3.0), k)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_k1_tie_a_tile_or_a_row_apart_returns_the_lowest_index(layout):
+    # Two equal maxima d apart: for the d that match a layout's lane, row or tile stride, both
+    # land in one lane (or thread), in two rows of a tile or in two tiles; the first must win.
+    gaps = [1, 7, 8, 64, 128, 256, 512, 1024, 2048, 4096]
+    x = torch.randn(len(gaps), 8193, generator=torch.Generator().manual_seed(7))
+    for i, d in enumerate(gaps):
+        x[i, 37] = x[i, 37 + d] = 9.0
+    _, idx = LAYOUTS[layout](x, 1)
+    assert idx[:, 0].tolist() == [37] * len(gaps)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
@@ -76,6 +89,8 @@ def test_exact_ties_return_the_lowest_index(layout, position):
     tied = [torch.nonzero(row == row.max()).flatten()[:4] for row in x]
     assert idx.tolist() == [t.tolist() for t in tied], f"REPRO: {r}"
     check(LAYOUTS[layout], r, 4)
+    _, idx1 = LAYOUTS[layout](x, 1)
+    assert idx1[:, 0].tolist() == [t[0].item() for t in tied], f"REPRO: {r}, k = 1"
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -296,6 +311,18 @@ def test_gpu_pipelined_bf16_batches(family, batch):
 @pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("batch", [1, 256, 1024])
+@pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
+def test_gpu_per_thread_state(family, batch, dtype):
+    # index mode 3 (per-thread state, k = 1) compiled, at full vocabulary, padded rows included
+    r = Recipe(family, seed=batch + 3, batch=batch, vocab=129280, dtype=dtype, ties=3,
+               pad=16 if family == "gaussian" else 0)
+    check(with_layout(index=3), r, 1, device="cuda")
+
+
+@pytest.mark.equiv_gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("vocab", TILE_EDGES + [151936])
 def test_gpu_tile_edges(vocab, dtype):
     for k in sorted({1, min(4, vocab)}):
@@ -341,7 +368,8 @@ try:
     for dtype, k, index, prefetch, cap, one_chunk, clean in (
             ("bfloat16", 1, 1, False, 8, True, False), ("bfloat16", 1, 2, False, 8, False, True),
             ("bfloat16", 1, 2, True, 8, True, False), ("float32", 4, 0, True, 8, False, True),
-            ("bfloat16", 8, 0, True, 1, True, False)):
+            ("bfloat16", 8, 0, True, 1, True, False), ("bfloat16", 1, 3, False, 8, False, True),
+            ("float32", 1, 3, False, 8, True, True)):
         c = compile_layout(dtype, k, index=index, prefetch=prefetch, cap=cap, one_chunk=one_chunk,
                            maxnreg=64)
         assert c.regs <= 64 and c.loop_instructions > 0 and c.loop_mufu + c.loop_loads > 0, c.line()

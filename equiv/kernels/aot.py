@@ -108,7 +108,8 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     types.update(stride_row="i32", V="i32", CHUNK="i32", SPLITS="i32")
     consts = dict(ONE_CHUNK=one_chunk, S_PAD=16, K=k, K_PAD=k_pad, ROWS=rows, LANES=lanes,
                   FUSED_COMBINE=not one_chunk, INDEX=index if k == 1 else 0, PREFETCH=prefetch,
-                  CAP=cap, NCOL_PAD=ncol_pad if k > 1 else 1, STAGES=stages, CACHE=cache, EVICT=evict)
+                  CAP=cap, NCOL_PAD=ncol_pad if k > 1 else 1, STAGES=stages, CACHE=cache, EVICT=evict,
+                  VEC=16 // elem)
     names = list(fk._draft_topk_kernel.arg_names)
     sig = {n: ("constexpr" if n in consts else types[n]) for n in names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)

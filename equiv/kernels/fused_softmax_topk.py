@@ -173,6 +173,63 @@ def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
 
 
 @triton.jit
+def _fold_thread(x, off, m, s, at):
+    """Index mode 3: fold one ROWS x THREADS x VEC tile into per-thread state, one (m, s, at) for
+    all the ROWS x VEC elements a thread holds (modes 0-2 keep one per lane, VEC per thread).
+    Per element it is the conversion, a max, x - m, the scaling, the exp and a sum; the rescale
+    and the update of ``at`` (the tile, as in mode 2) happen once per thread, not once per lane."""
+    x = x.to(tl.float32)
+    if INTERPRETED_NAN_GUARD:
+        x_cmp = tl.where(x == x, x, float("-inf"))
+    else:
+        x_cmp = x
+    t_max = tl.max(tl.max(x_cmp, 2), 0)
+    gt = t_max > m                                   # NaN never wins: m is never NaN
+    m_new = tl.where(gt, t_max, m)
+    at = tl.where(gt, off, at)
+    m_c = _clamp(m_new)
+    t_sum = tl.sum(tl.sum(_exp_below(x, m_c[None, :, None]), 2), 0)
+    s = tl.fma(s, _exp_below(_clamp(m), m_c), t_sum)
+    return m_new, s, at
+
+
+@triton.jit
+def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
+                  VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
+                  EVICT: tl.constexpr):
+    """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1). A tile
+    is ROWS x THREADS x VEC: VEC consecutive logits (one 16-byte load) per thread and row, so the
+    reductions over ROWS and VEC stay in a thread's registers. The index: the tile where each
+    thread's max last rose, re-read after the loop by the threads that hold M (as mode 2)."""
+    thr = tl.arange(0, LANES // VEC)
+    # Loaded as ROWS x LANES (the load's layout: VEC consecutive logits a thread, threads along
+    # LANES), then viewed as ROWS x THREADS x VEC: the view keeps each element in its thread, so
+    # the reductions over ROWS and VEC need no shuffles (a 3-D load spread ROWS over threads).
+    tile = tl.arange(0, ROWS)[:, None] * LANES + tl.arange(0, LANES)[None, :]
+    m = tl.full([LANES // VEC], float("-inf"), tl.float32)
+    s = tl.zeros([LANES // VEC], tl.float32)
+    at = tl.zeros([LANES // VEC], tl.int32) + start
+    if STAGES > 0:
+        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+            m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), off, m, s, at)
+    else:
+        for off in range(start, full_stop, ROWS * LANES):
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+            m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), off, m, s, at)
+    if full_stop < stop:
+        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
+        m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), full_stop, m, s, at)
+    M = tl.max(m, 0)
+    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
+    offs = at[None, :, None] + tl.reshape(tile, (ROWS, LANES // VEC, VEC))
+    xr = tl.load(x_row + offs, mask=(m == M)[None, :, None] & (offs < stop), other=float("nan"))
+    top = tl.min(tl.min(tl.min(tl.where(xr.to(tl.float32) == M, offs, BIG_INDEX), 2), 0), 0)
+    top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
+    return M, S, top
+
+
+@triton.jit
 def _load_tile(x_row, offs, stop, MASKED: tl.constexpr, CACHE: tl.constexpr,
                EVICT: tl.constexpr):
     """One tile of logits; past ``stop`` (MASKED) -inf. ``CACHE`` / ``EVICT`` are tl.load's cache
@@ -283,7 +340,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -299,57 +356,63 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     tile = rows[:, None] * LANES + lane[None, :]
     x_row = x_ptr + row.to(tl.int64) * stride_row     # B x stride may pass 2**31
 
-    m = tl.full([LANES], float("-inf"), tl.float32)
-    s = tl.zeros([LANES], tl.float32)
-    at = tl.zeros([LANES], tl.int32) + start           # where each lane's max is (INDEX 1, 2)
     # Whole tiles load unmasked (no per-element predicates); the ragged end is one masked tile.
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
-    if PREFETCH:
-        # The next tile is loaded before this one is folded, so a program always has a tile of
-        # loads in flight. The last iteration loads the last tile again (an L2 hit), never past it.
-        last = tl.maximum(full_stop - ROWS * LANES, start)
-        nxt = tl.load(x_row + start + tile, mask=start + tile < full_stop, other=0.0)
-        for off in range(start, full_stop, ROWS * LANES):
-            x = nxt
-            nxt = tl.load(x_row + tl.minimum(off + ROWS * LANES, last) + tile)
-            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
-    elif STAGES > 0:
-        # Triton's software pipeliner: the loads of the next STAGES - 1 tiles are in flight (on
-        # Hopper as asynchronous copies into shared memory, no registers) while this one folds.
-        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
-    else:
-        for off in range(start, full_stop, ROWS * LANES):
-            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
-    if full_stop < stop:
-        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-        m, s, at = _fold(x, full_stop, rows, m, s, at, ROWS, LANES, INDEX)
-
-    M = tl.max(m, 0)
-    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
     rank = tl.arange(0, K_PAD)
-    if K == 1:
-        if INDEX == 2:
-            # The row of each candidate lane's max: one re-read of its column in the tile at `at`.
-            cand = m == M
-            r_first = tl.full([LANES], ROWS, tl.int32)
-            for r in tl.static_range(ROWS - 1, -1, -1):      # the first row that holds m wins
-                offs = at + r * LANES + lane
-                xr = tl.load(x_row + offs, mask=cand & (offs < stop), other=float("nan"))
-                r_first = tl.where(xr.to(tl.float32) == m, r, r_first)
-            top = tl.min(tl.where(cand & (r_first < ROWS), at + r_first * LANES + lane,
-                                  BIG_INDEX), 0)
-            top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
-        else:
-            top = tl.min(tl.where(m == M, at + lane, BIG_INDEX), 0)
+    if INDEX == 3:                                     # k = 1, per-thread state
+        M, S, top = _thread_chunk(x_row, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
+                                  CACHE, EVICT)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
-        top = start
-        list_v, list_j = _chunk_topk(x_row, start, stop, m, lane, LANES, K, K_PAD, CAP,
-                                     NCOL_PAD)
+        m = tl.full([LANES], float("-inf"), tl.float32)
+        s = tl.zeros([LANES], tl.float32)
+        at = tl.zeros([LANES], tl.int32) + start           # where each lane's max is (INDEX 1, 2)
+        if PREFETCH:
+            # The next tile is loaded before this one is folded, so a program always has a tile of
+            # loads in flight. The last iteration loads the last tile again (an L2 hit), never past it.
+            last = tl.maximum(full_stop - ROWS * LANES, start)
+            nxt = tl.load(x_row + start + tile, mask=start + tile < full_stop, other=0.0)
+            for off in range(start, full_stop, ROWS * LANES):
+                x = nxt
+                nxt = tl.load(x_row + tl.minimum(off + ROWS * LANES, last) + tile)
+                m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
+        elif STAGES > 0:
+            # Triton's software pipeliner: the loads of the next STAGES - 1 tiles are in flight (on
+            # Hopper as asynchronous copies into shared memory, no registers) while this one folds.
+            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+                m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
+        else:
+            for off in range(start, full_stop, ROWS * LANES):
+                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+                m, s, at = _fold(x, off, rows, m, s, at, ROWS, LANES, INDEX)
+        if full_stop < stop:
+            x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
+            m, s, at = _fold(x, full_stop, rows, m, s, at, ROWS, LANES, INDEX)
+
+        M = tl.max(m, 0)
+        S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
+        if K == 1:
+            if INDEX == 2:
+                # The row of each candidate lane's max: one re-read of its column in the tile at `at`.
+                cand = m == M
+                r_first = tl.full([LANES], ROWS, tl.int32)
+                for r in tl.static_range(ROWS - 1, -1, -1):      # the first row that holds m wins
+                    offs = at + r * LANES + lane
+                    xr = tl.load(x_row + offs, mask=cand & (offs < stop), other=float("nan"))
+                    r_first = tl.where(xr.to(tl.float32) == m, r, r_first)
+                top = tl.min(tl.where(cand & (r_first < ROWS), at + r_first * LANES + lane,
+                                      BIG_INDEX), 0)
+                top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
+            else:
+                top = tl.min(tl.where(m == M, at + lane, BIG_INDEX), 0)
+            list_v = tl.full([K_PAD], float("-inf"), tl.float32)
+            list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
+        else:
+            top = start
+            list_v, list_j = _chunk_topk(x_row, start, stop, m, lane, LANES, K, K_PAD, CAP,
+                                         NCOL_PAD)
     if ONE_CHUNK:
         _finish(p_ptr, idx_ptr, row, M, S, top, list_v, list_j, K, K_PAD)
     else:
@@ -433,8 +496,12 @@ MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of
 # for fp32 k = 8 (docs/kernel-notes.md, v6). The cap (ptx .maxnreg) fits 1024 bf16 rows in one
 # wave; run 2 saw no spills under it for k = 1, and 236 B at fp32 k = 8 under 56, so k > 1 in
 # fp32 runs uncapped and in bf16 only takes the cap when the batch overfills an uncapped wave.
-REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80}
-MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): None, (2, 1): 64, (2, 2): 64, (2, 0): 64}
+# Index mode 3 (per-thread state, v8): Triton 3.6 for sm_90, split and pipelined: 48 (fp32) and
+# 56 (bf16) registers, no spills, uncapped.
+REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80,
+        (4, 3): 48, (2, 3): 56}
+MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): None, (2, 1): 64, (2, 2): 64, (2, 0): 64,
+           (4, 3): None, (2, 3): None}
 # Small batches, k = 1, where GPU run 2 timed a layout faster than the wave-filling default by
 # more than its default-to-default spread: (largest batch, layout). fp32 B <= 8: 8 warps
 # (16 KB tiles, 32 programs a row instead of 64): 3.92 -> 3.73 us, 5.21 -> 4.92 us (run 3 of v3
@@ -545,7 +612,9 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         cap = 8 if k <= 4 else 16
     prefetch = GPU_PREFETCH if prefetch is None else bool(prefetch)
     problem = None
-    if cap < 1 or cap & (cap - 1):
+    if index not in (None, 1, 2, 3):
+        problem = f"index={index} is invalid: give 1 or 2 (per-lane state) or 3 (per-thread state)"
+    elif cap < 1 or cap & (cap - 1):
         problem = f"cap={cap} is invalid: give a power of two (1 forces the second pass)"
     elif stages < 0 or (stages and prefetch):
         problem = f"stages={stages} is invalid: give 0 (no pipelining) or > 0 without prefetch"
@@ -615,6 +684,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

@@ -6,11 +6,10 @@ B = 1, 8, 64, 256, 1024, V = 129280:
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
   (``equiv/kernels/read_sum.py``) of the same buffers;
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
-  change at a time (v7, GPU run 3: the load knobs of ``KernelConfig``, i.e. the main loop
-  software-pipelined over 2 / 3 / 4 tiles, a cache modifier, an eviction policy; and index 2
-  everywhere; the sweeps of v2-v6 varied the index mode, the register cap, tile height, warps,
+  change at a time (v8, GPU run 4: k = 1 with per-thread state, index mode 3, and its load
+  knobs; v7 varied the load knobs, v2-v6 the index mode, the register cap, tile height, warps,
   programs per SM and the combine, see docs/kernel-notes.md);
-- k = 4 and 8 with the defaults, and k = 4 pipelined.
+- k = 4 and 8 with the defaults.
 Compiling dominates a cold sweep (each layout x split count is a kernel), so ``--warm N`` first
 compiles every point in N processes that fill Triton's on-disk cache, then times in this one
 (``--warm-only N`` compiles and exits, so the compiling can overlap other work that is not timed).
@@ -34,15 +33,18 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from the defaults, except
-    ``ns3_idx2`` (two, the pair to adopt if both help). v7, for GPU run 3: docs/kernel-notes.md
-    says what each should show."""
+    """(name, layout, k): the defaults twice, then one change at a time from them. v8, for GPU
+    run 4: index mode 3 (per-thread state) with the defaults' pipelining (bf16 B >= 256), without
+    it, three tiles ahead, 8 warps, ``evict_first``, and 8 programs an SM (the split of the
+    capped per-lane kernel); docs/kernel-notes.md says what each should show."""
     out = [("default", {}, 1),
-           ("ns2", {"stages": 2}, 1), ("ns3", {"stages": 3}, 1), ("ns4", {"stages": 4}, 1),
-           ("idx2", {"index": 2}, 1), ("ns3_idx2", {"stages": 3, "index": 2}, 1),
-           ("cg", {"cache": ".cg"}, 1), ("evict_first", {"evict": "evict_first"}, 1),
+           ("idx3", {"index": 3}, 1), ("idx3_ns0", {"index": 3, "stages": 0}, 1),
+           ("idx3_ns2", {"index": 3, "stages": 2}, 1), ("idx3_ns3", {"index": 3, "stages": 3}, 1),
+           ("idx3_w8", {"index": 3, "num_warps": 8}, 1),
+           ("idx3_evict", {"index": 3, "evict": "evict_first"}, 1),
+           ("idx3_pps8", {"index": 3, "programs_per_sm": 8}, 1),
            ("default_again", {}, 1)]
-    out += [("k4", {}, 4), ("k8", {}, 8), ("k4_ns3", {"stages": 3}, 4)]
+    out += [("k4", {}, 4), ("k8", {}, 8)]
     return out
 
 
