@@ -10,14 +10,15 @@
 #              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py).
 #              VERDICT_FILTER (an extended regex on the names) limits the gates
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
+#   tune:      the kernel's variant sweep (equiv/kernels/tune.py, compiled first in 8 processes)
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
 #              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py;
 #              PROFILE_GATES (e.g. "user") limits the gates
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
-mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile OUTDIR}"
-out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile OUTDIR}"
+mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile|tune OUTDIR}"
+out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile|tune OUTDIR}"
 shift 2                                  # suite: what is left names the tests (default: all)
 mkdir -p "$out"
 repo=$PWD
@@ -65,7 +66,7 @@ verdicts() {  # verdicts LIST_FILE: one gate per line "NAME ARGS...", 8 at a tim
 
 case "$mode" in
 suite)
-    step suite 570 env HYPOTHESIS_PROFILE=equiv-ci EQUIV_ISOLATE=always python3 -m pytest -q \
+    step suite "${SUITE_LIMIT:-570}" env HYPOTHESIS_PROFILE=equiv-ci EQUIV_ISOLATE=always python3 -m pytest -q \
          -p no:cacheprovider -n 14 --equiv-device cuda --junitxml="$out/suite-junit.xml" "$@"
     tail -n 30 "$out/suite.log"
     ;;
@@ -141,6 +142,10 @@ profile)
     done
     cd "$repo"
     ;;
+tune)
+    step tune "${TUNE_LIMIT:-300}" python3 -m equiv.kernels.tune --warm 8 "$out/tune.json"
+    grep -v '^warm' "$out/tune.log"
+    ;;
 calibrate)
     step calibration 560 python3 -m equiv.ops.verify.calibration --device cuda --workers 14 --seed 1 \
          --runs "${CAL_RUNS:-1000}" --null-budgets quick --power-budget full \
@@ -149,7 +154,7 @@ calibrate)
     tail -n 20 "$out/calibration.log"
     ;;
 *)
-    echo "unknown mode $mode: use suite, timed, verdicts, calibrate or profile" >&2
+    echo "unknown mode $mode: use suite, timed, verdicts, calibrate, profile or tune" >&2
     exit 2
     ;;
 esac
