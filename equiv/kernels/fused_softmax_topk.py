@@ -221,9 +221,10 @@ def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.c
         x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
         m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), full_stop, m, s, at)
     M = tl.max(m, 0)
-    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
+    # The re-read is issued before the sum's reduction, so its round trip overlaps it.
     offs = at[None, :, None] + tl.reshape(tile, (ROWS, LANES // VEC, VEC))
     xr = tl.load(x_row + offs, mask=(m == M)[None, :, None] & (offs < stop), other=float("nan"))
+    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
     top = tl.min(tl.min(tl.min(tl.where(xr.to(tl.float32) == M, offs, BIG_INDEX), 2), 0), 0)
     top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
     return M, S, top

@@ -9,7 +9,7 @@ B = 1, 8, 64, 256, 1024, V = 129280:
   change at a time (v8, GPU run 4: k = 1 with per-thread state, index mode 3, and its load
   knobs; v7 varied the load knobs, v2-v6 the index mode, the register cap, tile height, warps,
   programs per SM and the combine, see docs/kernel-notes.md);
-- k = 4 and 8 with the defaults.
+- k = 4 and 8 where a sweep lists them (GPU run 4 did; run 5 times k = 1 only).
 Compiling dominates a cold sweep (each layout x split count is a kernel), so ``--warm N`` first
 compiles every point in N processes that fill Triton's on-disk cache, then times in this one
 (``--warm-only N`` compiles and exits, so the compiling can overlap other work that is not timed).
@@ -33,18 +33,16 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. v8, for GPU
-    run 4: index mode 3 (per-thread state) with the defaults' pipelining (bf16 B >= 256), without
-    it, three tiles ahead, 8 warps, ``evict_first``, and 8 programs an SM (the split of the
-    capped per-lane kernel); docs/kernel-notes.md says what each should show."""
-    out = [("default", {}, 1),
-           ("idx3", {"index": 3}, 1), ("idx3_ns0", {"index": 3, "stages": 0}, 1),
-           ("idx3_ns2", {"index": 3, "stages": 2}, 1), ("idx3_ns3", {"index": 3, "stages": 3}, 1),
-           ("idx3_w8", {"index": 3, "num_warps": 8}, 1),
-           ("idx3_evict", {"index": 3, "evict": "evict_first"}, 1),
-           ("idx3_pps8", {"index": 3, "programs_per_sm": 8}, 1),
-           ("default_again", {}, 1)]
-    out += [("k4", {}, 4), ("k8", {}, 8)]
+    """(name, layout, k): the defaults twice, then one change at a time from them. v8, GPU run 5:
+    index mode 3 (per-thread state) with the defaults' split and pipelining, then one program or
+    two a row (no combine, or half the programs) with wider programs and deeper pipelining;
+    docs/kernel-notes.md says what each should show."""
+    out = [("default", {}, 1), ("idx3", {"index": 3}, 1)]
+    for splits in (1, 2):
+        for warps, stages in ((4, 3), (8, 3), (8, 4), (16, 3)):
+            out.append((f"idx3_s{splits}_w{warps}_ns{stages}",
+                        {"index": 3, "splits": splits, "num_warps": warps, "stages": stages}, 1))
+    out += [("default_again", {}, 1), ("idx3_again", {"index": 3}, 1)]
     return out
 
 
