@@ -370,8 +370,9 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
         s = tl.zeros([LANES], tl.float32)
         at = tl.zeros([LANES], tl.int32) + start           # where each lane's max is (INDEX 1, 2)
         if PREFETCH:
-            # The next tile is loaded before this one is folded, so a program always has a tile of
-            # loads in flight. The last iteration loads the last tile again (an L2 hit), never past it.
+            # The next tile is loaded before this one is folded, so a program always has a tile
+            # of loads in flight. The last iteration loads the last tile again (an L2 hit), never
+            # past it.
             last = tl.maximum(full_stop - ROWS * LANES, start)
             nxt = tl.load(x_row + start + tile, mask=start + tile < full_stop, other=0.0)
             for off in range(start, full_stop, ROWS * LANES):
@@ -396,7 +397,8 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
         S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
         if K == 1:
             if INDEX == 2:
-                # The row of each candidate lane's max: one re-read of its column in the tile at `at`.
+                # The row of each candidate lane's max: one re-read of its column in the tile at
+                # `at`.
                 cand = m == M
                 r_first = tl.full([LANES], ROWS, tl.int32)
                 for r in tl.static_range(ROWS - 1, -1, -1):      # the first row that holds m wins
