@@ -313,11 +313,15 @@ def test_gpu_pipelined_bf16_batches(family, batch):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("batch", [1, 256, 1024])
 @pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
-def test_gpu_per_thread_state(family, batch, dtype):
-    # index mode 3 (per-thread state, k = 1) compiled, at full vocabulary, padded rows included
+@pytest.mark.parametrize("layout", ["split", "one_program_w8_ns3", "two_programs_w8_ns4"])
+def test_gpu_per_thread_state(layout, family, batch, dtype):
+    # index mode 3 (per-thread state, k = 1) compiled, at full vocabulary, padded rows included:
+    # with the default split, and one or two wide pipelined programs a row (v8's candidates)
+    knobs = {"split": {}, "one_program_w8_ns3": {"splits": 1, "num_warps": 8, "stages": 3},
+             "two_programs_w8_ns4": {"splits": 2, "num_warps": 8, "stages": 4}}[layout]
     r = Recipe(family, seed=batch + 3, batch=batch, vocab=129280, dtype=dtype, ties=3,
                pad=16 if family == "gaussian" else 0)
-    check(with_layout(index=3), r, 1, device="cuda")
+    check(with_layout(index=3, **knobs), r, 1, device="cuda")
 
 
 @pytest.mark.equiv_gpu
