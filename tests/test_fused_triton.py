@@ -295,15 +295,24 @@ def test_gpu_full_vocab(family, batch, k, dtype, layout):
 
 @pytest.mark.equiv_gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batch", [256, 1024])
 @pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
-def test_gpu_pipelined_bf16_batches(family, batch):
-    # the adopted bf16 layout from B = 256 on pipelines its loads (PIPELINED); check it is the
-    # one chosen, then judge it at full vocabulary, padded rows included
-    from equiv.kernels.fused_softmax_topk import PIPELINED, PIPELINED_STAGES, choose_config
+def test_gpu_large_batch_layouts(family, batch, dtype):
+    # the adopted k = 1 layouts from B = 256 on (v8): per-thread state (THREAD_STATE), one wide
+    # pipelined program a row while a wave holds the batch (WIDE, B = 256), else the split with
+    # bf16 pipelined (PIPELINED, B = 1024). Check they are the ones chosen, then judge them at
+    # full vocabulary, padded rows included
+    from equiv.kernels import fused_softmax_topk as fk
 
-    assert choose_config(batch, 129280, 2, "cuda").stages == PIPELINED_STAGES and batch >= PIPELINED[2]
-    r = Recipe(family, seed=batch, batch=batch, vocab=129280, dtype="bfloat16", ties=3,
+    elem = 4 if dtype == "float32" else 2
+    c = fk.choose_config(batch, 129280, elem, "cuda")
+    assert c.index == 3 and batch >= fk.THREAD_STATE[elem]
+    if batch == 256:
+        assert (c.splits, c.num_warps, c.stages) == tuple(fk.WIDE.values()), c
+    else:
+        assert c.num_warps == fk.GPU_WARPS and c.stages == (fk.PIPELINED_STAGES if elem == 2 else 0)
+    r = Recipe(family, seed=batch, batch=batch, vocab=129280, dtype=dtype, ties=3,
                pad=16 if family == "gaussian" else 0)
     check("fused_triton", r, 1, device="cuda")
 

@@ -516,6 +516,15 @@ SMALL_BATCH = {4: (8, {"num_warps": 8}), 2: (64, {"programs_per_sm": 6})}
 # B = 256 24.03 against 24.65 / 24.61; slower at B = 64 (9.67 against 9.55); fp32 no gain
 PIPELINED = {2: 256}
 PIPELINED_STAGES = 2
+# k = 1 from this batch size on (element size -> batch): index mode 3, per-thread state, and,
+# while a wave holds the batch, one wide program a row (WIDE; ptxas gives it WIDE_REGS), which
+# ends without a combine. GPU run 5 (docs/kernel-notes.md, v8), one wide program a row at B = 256:
+# bf16 21.61 against 24.06 / 23.54 us (the read-sum 20.39), fp32 34.94 against 36.73 / 35.62; mode
+# 3 at B = 1024 (one program a row already): bf16 66.78 / 66.78 against 67.42 / 67.41, fp32
+# 120.91 / 120.90 against 121.53 / 121.74. Slower at B <= 64 (the re-read after the loop).
+THREAD_STATE = {2: 256, 4: 256}
+WIDE = {"splits": 1, "num_warps": 8, "stages": 3}
+WIDE_REGS = 64
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -568,6 +577,16 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     (stages - 1) tiles, counts in the programs that fit on an SM. ``stages`` None: ``PIPELINED``
     (k = 1 from a batch size on, per element size), else 0."""
     interpreted = INTERPRETED or torch.device(device).type != "cuda"
+    least = THREAD_STATE.get(elem_size)
+    if (k == 1 and not interpreted and block is None and rows is None and index is None
+            and least is not None and batch >= least):
+        index = 3
+        wide_shared = (WIDE["stages"] - 1) * GPU_ROWS * WIDE["num_warps"] * 32 * 16
+        wide_slots = (resident_per_sm(WIDE_REGS, WIDE["num_warps"], wide_shared)
+                      * _sm_count(torch.device(device)))
+        if (splits is None and num_warps is None and stages is None and not prefetch
+                and batch <= wide_slots):
+            splits, num_warps, stages = WIDE["splits"], WIDE["num_warps"], WIDE["stages"]
     if stages is None:
         least = PIPELINED.get(elem_size)
         stages = (PIPELINED_STAGES if k == 1 and not interpreted and least is not None and batch >= least
