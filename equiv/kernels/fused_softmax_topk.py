@@ -23,6 +23,9 @@ The kernel, per program (a row ``r`` and a chunk ``[start, start + CHUNK)`` of i
    element and ran out of registers). Whole tiles load unmasked; the ragged end is one masked
    tile. For k = 1 the lane also keeps where its max is: the row in the loop (index mode 1,
    short programs) or only the tile, the row found by one re-read after the loop (mode 2).
+   Mode 3 (k = 1, B >= 256) keeps the state per thread instead, one (m, s, tile) for all the
+   elements a thread holds, a third fewer instructions a tile; the tile is re-read after the
+   loop as in mode 2.
 2. For k > 1, after the loop: t = the k-th largest lane max. The top k lie in the lanes whose
    max is >= t (an element of any other lane is below k lane maxima), so the columns of those
    lanes (at most CAP of them, a few KB) are read back and the top k taken from them; with more
@@ -50,9 +53,10 @@ entries and partials are compared on (value, lowest index): the lowest index of 
 
 The wrapper at the end picks the tile, warps and the split of V from the batch size, k and the
 device's multiprocessor count (the figures behind the choice are in docs/kernel-notes.md).
-The measured result (one H200, V = 129280, v6, GPU run 2): float32 B = 1024 in 122-124 us,
-98-100% of the read ceiling; bf16 B = 1024 in 70-71 us (85-87%); k = 4 within 1.3x of k = 1 at
-B >= 256 (docs/bench.md, docs/kernel-notes.md).
+The measured result (one H200, V = 129280, v8, commit eb15655): float32 B = 1024 in 126.7 us,
+100% of the read ceiling; bf16 B = 1024 in 69.2 us (92%), B = 256 at 0.89-0.91x a plain
+read-sum of the same size; k = 4 within 1.4x of k = 1 at B >= 256 (docs/bench.md,
+docs/kernel-notes.md).
 """
 from __future__ import annotations
 
