@@ -44,6 +44,8 @@ LAYOUTS = {
                                             index=1, prefetch=False),
     "b64_one_chunk_cap1": with_layout(block=64, splits=1, cap=1),
     "b512_r4_s5_fused_idx3": with_layout(block=512, rows=4, splits=5, combine="fused", index=3),
+    "b512_r4_s3_idx3_tail_first": with_layout(block=512, rows=4, splits=3, index=3,
+                                              tail_first=True),
 }
 
 
@@ -309,7 +311,7 @@ def test_gpu_large_batch_layouts(family, batch, dtype):
     c = fk.choose_config(batch, 129280, elem, "cuda")
     assert c.index == 3 and batch >= fk.THREAD_STATE[elem]
     if batch == 256:
-        assert (c.splits, c.num_warps, c.stages) == tuple(fk.WIDE.values()), c
+        assert (c.splits, c.num_warps, c.stages, c.tail_first) == tuple(fk.WIDE.values()), c
     else:
         assert c.num_warps == fk.GPU_WARPS and c.stages == (fk.PIPELINED_STAGES if elem == 2 else 0)
     r = Recipe(family, seed=batch, batch=batch, vocab=129280, dtype=dtype, ties=3,
@@ -322,12 +324,14 @@ def test_gpu_large_batch_layouts(family, batch, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("batch", [1, 256, 1024])
 @pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
-@pytest.mark.parametrize("layout", ["split", "one_program_w8_ns3", "two_programs_w8_ns4"])
+@pytest.mark.parametrize("layout", ["split", "one_program_w8_ns3", "two_programs_w8_ns4",
+                                    "split_tail_first"])
 def test_gpu_per_thread_state(layout, family, batch, dtype):
     # index mode 3 (per-thread state, k = 1) compiled, at full vocabulary, padded rows included:
     # with the default split, and one or two wide pipelined programs a row (v8's candidates)
     knobs = {"split": {}, "one_program_w8_ns3": {"splits": 1, "num_warps": 8, "stages": 3},
-             "two_programs_w8_ns4": {"splits": 2, "num_warps": 8, "stages": 4}}[layout]
+             "two_programs_w8_ns4": {"splits": 2, "num_warps": 8, "stages": 4},
+             "split_tail_first": {"tail_first": True}}[layout]
     r = Recipe(family, seed=batch + 3, batch=batch, vocab=129280, dtype=dtype, ties=3,
                pad=16 if family == "gaussian" else 0)
     check(with_layout(index=3, **knobs), r, 1, device="cuda")

@@ -200,11 +200,13 @@ def _fold_thread(x, off, m, s, at):
 @triton.jit
 def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                  EVICT: tl.constexpr):
+                  EVICT: tl.constexpr, TAIL_FIRST: tl.constexpr):
     """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1). A tile
     is ROWS x THREADS x VEC: VEC consecutive logits (one 16-byte load) per thread and row, so the
     reductions over ROWS and VEC stay in a thread's registers. The index: the tile where each
-    thread's max last rose, re-read after the loop by the threads that hold M (as mode 2)."""
+    thread's max last rose, re-read after the loop by the threads that hold M (as mode 2).
+    TAIL_FIRST loads the ragged last tile before the loop (folded after it, so ties keep the
+    first index): its round trip overlaps the loop instead of following it."""
     thr = tl.arange(0, LANES // VEC)
     # Loaded as ROWS x LANES (the load's layout: VEC consecutive logits a thread, threads along
     # LANES), then viewed as ROWS x THREADS x VEC: the view keeps each element in its thread, so
@@ -213,6 +215,8 @@ def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.c
     m = tl.full([LANES // VEC], float("-inf"), tl.float32)
     s = tl.zeros([LANES // VEC], tl.float32)
     at = tl.zeros([LANES // VEC], tl.int32) + start
+    if TAIL_FIRST:           # all masked (no bytes moved) when the chunk has no ragged end
+        tail = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
     if STAGES > 0:
         for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
@@ -222,7 +226,10 @@ def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.c
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
             m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), off, m, s, at)
     if full_stop < stop:
-        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
+        if TAIL_FIRST:
+            x = tail
+        else:
+            x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
         m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), full_stop, m, s, at)
     M = tl.max(m, 0)
     # The re-read is issued before the sum's reduction, so its round trip overlaps it.
@@ -345,7 +352,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr, TAIL_FIRST: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -366,7 +373,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
         M, S, top = _thread_chunk(x_row, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
-                                  CACHE, EVICT)
+                                  CACHE, EVICT, TAIL_FIRST)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -464,7 +471,8 @@ class KernelConfig:
     software-pipeline the main loop over that many tiles (``tl.range(num_stages=...)``; on
     Hopper asynchronous copies into (stages - 1) tiles of shared memory), ``cache`` and
     ``evict`` are tl.load's cache modifier (".cg": not in L1) and eviction policy
-    ("evict_first") on the main loop's loads."""
+    ("evict_first") on the main loop's loads. ``tail_first`` (index mode 3 only) loads the
+    ragged last tile of a chunk before the loop instead of after it."""
 
     rows: int
     lanes: int
@@ -479,6 +487,7 @@ class KernelConfig:
     stages: int = 0
     cache: str = ""
     evict: str = ""
+    tail_first: bool = False
 
     @property
     def block(self) -> int:
@@ -527,8 +536,8 @@ PIPELINED_STAGES = 2
 # 3 at B = 1024 (one program a row already): bf16 66.78 / 66.78 against 67.42 / 67.41, fp32
 # 120.91 / 120.90 against 121.53 / 121.74. Slower at B <= 64 (the re-read after the loop).
 THREAD_STATE = {2: 256, 4: 256}
-WIDE = {"splits": 1, "num_warps": 8, "stages": 3}
-WIDE_REGS = 64
+WIDE = {"splits": 1, "num_warps": 8, "stages": 3, "tail_first": True}
+WIDE_REGS = 96           # 64 with tail_first False (the tile held across the loop costs 26)
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
 INTERP_LANES = 4096
@@ -567,7 +576,8 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default", stages=None, cache="", evict="") -> KernelConfig:
+                  maxnreg="default", stages=None, cache="", evict="",
+                  tail_first=None) -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -589,8 +599,9 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         wide_slots = (resident_per_sm(WIDE_REGS, WIDE["num_warps"], wide_shared)
                       * _sm_count(torch.device(device)))
         if (splits is None and num_warps is None and stages is None and not prefetch
-                and batch <= wide_slots):
+                and tail_first is None and batch <= wide_slots):
             splits, num_warps, stages = WIDE["splits"], WIDE["num_warps"], WIDE["stages"]
+            tail_first = WIDE["tail_first"]
     if stages is None:
         least = PIPELINED.get(elem_size)
         stages = (PIPELINED_STAGES if k == 1 and not interpreted and least is not None and batch >= least
@@ -649,7 +660,7 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
 
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
-                        cap, cap_regs, stages, cache, evict)
+                        cap, cap_regs, stages, cache, evict, bool(tail_first))
 
 
 _COUNTERS: dict = {}
@@ -710,7 +721,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
-        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)), TAIL_FIRST=config.tail_first,
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

@@ -33,16 +33,17 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. v8, GPU run 5:
-    index mode 3 (per-thread state) with the defaults' split and pipelining, then one program or
-    two a row (no combine, or half the programs) with wider programs and deeper pipelining;
-    docs/kernel-notes.md says what each should show."""
-    out = [("default", {}, 1), ("idx3", {"index": 3}, 1)]
-    for splits in (1, 2):
-        for warps, stages in ((4, 3), (8, 3), (8, 4), (16, 3)):
-            out.append((f"idx3_s{splits}_w{warps}_ns{stages}",
-                        {"index": 3, "splits": splits, "num_warps": warps, "stages": stages}, 1))
-    out += [("default_again", {}, 1), ("idx3_again", {"index": 3}, 1)]
+    """(name, layout, k): the defaults twice, then one change at a time from them. v8, GPU run 6:
+    the ragged last tile loaded before the loop (``tail_first``) or after it, in the wide layout
+    of B = 256 and in the 4-warp split of mode 3; docs/kernel-notes.md says what each should
+    show."""
+    wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
+    out = [("default", {}, 1),
+           ("wide_tail_last", {**wide, "tail_first": False}, 1),
+           ("wide_tail_first", {**wide, "tail_first": True}, 1),
+           ("idx3_tail_last", {"index": 3, "tail_first": False}, 1),
+           ("idx3_tail_first", {"index": 3, "tail_first": True}, 1),
+           ("default_again", {}, 1), ("wide_tail_last_again", {**wide, "tail_first": False}, 1)]
     return out
 
 
