@@ -392,6 +392,11 @@ try:
         assert c.regs <= 64 and c.loop_instructions > 0 and c.loop_mufu + c.loop_loads > 0, c.line()
         assert c.spill_bytes == 0 or not clean, c.line()
         print(c.line())
+    # the wide layout of B = 256 with the ragged tile loaded first (tail_first, untimed)
+    c = compile_layout("bfloat16", 1, index=3, prefetch=False, one_chunk=True, num_warps=8,
+                       stages=3, tail_first=True)
+    assert c.spill_bytes == 0 and c.regs <= 128 and c.loop_mufu > 0, c.line()
+    print(c.line())
 except CompilationError as exc:
     print("COMPILE_ERROR", exc)
     raise SystemExit(1)
