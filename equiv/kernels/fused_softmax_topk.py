@@ -177,12 +177,15 @@ def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
 
 
 @triton.jit
-def _fold_thread(x, off, m, s, at):
-    """Index mode 3: fold one ROWS x THREADS x VEC tile into per-thread state, one (m, s, at) for
+def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr):
+    """Index mode 3: fold one loaded ROWS x LANES tile into per-thread state, one (m, s, at) for
     all the ROWS x VEC elements a thread holds (modes 0-2 keep one per lane, VEC per thread).
+    The tile is viewed as ROWS x THREADS x VEC: the view keeps the load's layout (VEC consecutive
+    logits a thread), so the reductions over ROWS and VEC stay in a thread's registers (a 3-D
+    load spread ROWS over threads: 16 shuffles a tile).
     Per element it is the conversion, a max, x - m, the scaling, the exp and a sum; the rescale
     and the update of ``at`` (the tile, as in mode 2) happen once per thread, not once per lane."""
-    x = x.to(tl.float32)
+    x = tl.reshape(x, (ROWS, LANES // VEC, VEC)).to(tl.float32)
     if INTERPRETED_NAN_GUARD:
         x_cmp = tl.where(x == x, x, float("-inf"))
     else:
@@ -198,20 +201,14 @@ def _fold_thread(x, off, m, s, at):
 
 
 @triton.jit
-def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
+def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
                   EVICT: tl.constexpr, TAIL_FIRST: tl.constexpr):
-    """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1). A tile
-    is ROWS x THREADS x VEC: VEC consecutive logits (one 16-byte load) per thread and row, so the
-    reductions over ROWS and VEC stay in a thread's registers. The index: the tile where each
-    thread's max last rose, re-read after the loop by the threads that hold M (as mode 2).
+    """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1), over
+    the kernel's ROWS x LANES ``tile`` offsets. The index: the tile where each thread's max last
+    rose, re-read after the loop by the threads that hold M (as mode 2).
     TAIL_FIRST loads the ragged last tile before the loop (folded after it, so ties keep the
     first index): its round trip overlaps the loop instead of following it."""
-    thr = tl.arange(0, LANES // VEC)
-    # Loaded as ROWS x LANES (the load's layout: VEC consecutive logits a thread, threads along
-    # LANES), then viewed as ROWS x THREADS x VEC: the view keeps each element in its thread, so
-    # the reductions over ROWS and VEC need no shuffles (a 3-D load spread ROWS over threads).
-    tile = tl.arange(0, ROWS)[:, None] * LANES + tl.arange(0, LANES)[None, :]
     m = tl.full([LANES // VEC], float("-inf"), tl.float32)
     s = tl.zeros([LANES // VEC], tl.float32)
     at = tl.zeros([LANES // VEC], tl.int32) + start
@@ -220,17 +217,17 @@ def _thread_chunk(x_row, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.c
     if STAGES > 0:
         for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), off, m, s, at)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     else:
         for off in range(start, full_stop, ROWS * LANES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), off, m, s, at)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     if full_stop < stop:
         if TAIL_FIRST:
             x = tail
         else:
             x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-        m, s, at = _fold_thread(tl.reshape(x, (ROWS, LANES // VEC, VEC)), full_stop, m, s, at)
+        m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC)
     M = tl.max(m, 0)
     # The re-read is issued before the sum's reduction, so its round trip overlaps it.
     offs = at[None, :, None] + tl.reshape(tile, (ROWS, LANES // VEC, VEC))
@@ -372,7 +369,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
-        M, S, top = _thread_chunk(x_row, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
+        M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
                                   CACHE, EVICT, TAIL_FIRST)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
@@ -584,7 +581,11 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
     one re-read after it (index 2) in programs of ``REREAD_TILES`` tiles or more, where the
-    loop's instructions cost more than the re-read's latency.
+    loop's instructions cost more than the re-read's latency. On a GPU, from ``THREAD_STATE``'s
+    batch on, k = 1 keeps per-thread state (index 3) and, while one wave of ``WIDE`` programs
+    holds the batch, runs one wide pipelined program a row (no combine). ``block``, ``rows`` or
+    ``index`` given leave the index mode to the caller; ``splits``, ``num_warps``, ``stages``,
+    ``prefetch`` or ``tail_first`` given leave out ``WIDE``.
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
     ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;

@@ -6,10 +6,11 @@ B = 1, 8, 64, 256, 1024, V = 129280:
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
   (``equiv/kernels/read_sum.py``) of the same buffers;
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
-  change at a time (v8, GPU run 4: k = 1 with per-thread state, index mode 3, and its load
-  knobs; v7 varied the load knobs, v2-v6 the index mode, the register cap, tile height, warps,
-  programs per SM and the combine, see docs/kernel-notes.md);
-- k = 4 and 8 where a sweep lists them (GPU run 4 did; run 5 times k = 1 only).
+  change at a time (v8, GPU run 6: where mode 3 loads the ragged last tile; runs 4-5 timed
+  mode 3 with its load knobs and one or two wide programs a row, v7 the load knobs, v2-v6 the
+  index mode, the register cap, tile height, warps, programs per SM and the combine, see
+  docs/kernel-notes.md);
+- k = 4 and 8 where a sweep lists them (GPU run 4 did; runs 5-6 time k = 1 only).
 Compiling dominates a cold sweep (each layout x split count is a kernel), so ``--warm N`` first
 compiles every point in N processes that fill Triton's on-disk cache, then times in this one
 (``--warm-only N`` compiles and exits, so the compiling can overlap other work that is not timed).
