@@ -10,10 +10,11 @@ Plan (the protocol of issue 7)
    graph is replayed ``replays`` times, each replay timed with CUDA events; the figure is the
    median replay time divided by the number of buffers: per-call time with a cold cache and no
    launch gaps beyond the graph's own.
-4. Size-matched ceiling (issue 14): for each (dtype, B), the faster of ``torch.sum(dim=-1)`` and
-   a plain Triton read-sum (``equiv/kernels/read_sum.py``) of the same buffers, timed the same
-   way: the limit at that size with its fixed costs, where the 2 GiB figure is out of reach
-   for any kernel.
+4. Size-matched ceiling (issue 14): for each (dtype, B), the fastest of ``torch.sum(dim=-1)``
+   and a plain Triton read-sum (``equiv/kernels/read_sum.py``) of the same buffers in each of
+   the fused kernel's two layouts (rows split over a wave of programs, and one wide program a
+   row), timed the same way: the limit at that size with its fixed costs, where the 2 GiB
+   figure is out of reach for any kernel.
 5. Per path: microseconds, GB/s of logits read (B x V x element size per call: the bytes every
    path must read, whatever else it moves), the percentage of the 2 GiB ceiling and of the
    size-matched one (the size-matched time over the path's time); and the speed-up over
@@ -56,23 +57,29 @@ class BenchRow:
 
 @dataclass(frozen=True)
 class SizedCeiling:
-    """The size-matched ceiling at one (dtype, batch): ``torch_sum_us`` and ``triton_sum_us`` per
-    call under the bench's protocol; ``us`` is the faster and ``gbps`` its bandwidth."""
+    """The size-matched ceiling at one (dtype, batch): ``torch_sum_us``, ``triton_sum_us`` (the
+    read-sum's split layout) and ``wide_sum_us`` (its one-program-a-row layout) per call under
+    the bench's protocol; ``us`` is the fastest."""
 
     dtype: str
     batch: int
     vocab: int
     torch_sum_us: float
     triton_sum_us: float | None
+    wide_sum_us: float | None = None
+
+    def _timed(self) -> dict:
+        return {n: t for n, t in (("torch", self.torch_sum_us), ("triton", self.triton_sum_us),
+                                  ("triton_wide", self.wide_sum_us)) if t is not None}
 
     @property
     def us(self) -> float:
-        return min(t for t in (self.torch_sum_us, self.triton_sum_us) if t is not None)
+        return min(self._timed().values())
 
     @property
     def source(self) -> str:
-        return "triton" if self.triton_sum_us is not None and self.triton_sum_us < self.torch_sum_us \
-            else "torch"
+        timed = self._timed()
+        return min(timed, key=timed.get)
 
     def to_json(self) -> dict:
         return {**asdict(self), "us": self.us, "source": self.source}
@@ -110,16 +117,17 @@ class BenchResult:
                          f"{r.gbps:.0f} | {r.pct_ceiling:.0f} | {sized} | {speed} |")
         table = head + "\n".join(lines)
         if self.sized:
-            table += ("\n\nSize-matched ceiling (the faster of torch.sum(dim=-1) and a plain Triton "
-                      "read-sum of the same buffers):\n\n| dtype | B | torch.sum µs | "
-                      "Triton read-sum µs | ceiling µs | GB/s | % of ceiling |\n"
-                      "|---|---|---|---|---|---|---|\n")
+            table += ("\n\nSize-matched ceiling (the fastest of torch.sum(dim=-1) and a plain Triton "
+                      "read-sum of the same buffers, rows split or one program a row):\n\n"
+                      "| dtype | B | torch.sum µs | read-sum split µs | read-sum a row µs | "
+                      "ceiling µs | GB/s | % of ceiling |\n|---|---|---|---|---|---|---|---|\n")
             for s in self.sized:
                 nbytes = s.batch * s.vocab * (4 if s.dtype == "float32" else 2)
                 gbps = nbytes / (s.us * 1e-6) / 1e9
-                tri = f"{s.triton_sum_us:.1f}" if s.triton_sum_us is not None else "-"
-                table += (f"| {s.dtype} | {s.batch} | {s.torch_sum_us:.1f} | {tri} | {s.us:.1f} | "
-                          f"{gbps:.0f} | {100 * gbps / self.ceiling_gbps:.0f} |\n")
+                tri, wide = (f"{t:.1f}" if t is not None else "-"
+                             for t in (s.triton_sum_us, s.wide_sum_us))
+                table += (f"| {s.dtype} | {s.batch} | {s.torch_sum_us:.1f} | {tri} | {wide} | "
+                          f"{s.us:.1f} | {gbps:.0f} | {100 * gbps / self.ceiling_gbps:.0f} |\n")
         return table.rstrip("\n")
 
 
@@ -190,16 +198,17 @@ def time_path(fn, buffers: list, k: int, replays: int = 30) -> float:
 
 
 def sized_ceiling(buffers: list, dtype: str, replays: int = 30) -> SizedCeiling:
-    """Time ``torch.sum(dim=-1)`` and the plain Triton read-sum over ``buffers`` (step 4)."""
+    """Time ``torch.sum(dim=-1)`` and the plain Triton read-sum in both layouts over ``buffers``
+    (step 4)."""
     batch, vocab = buffers[0].shape
     torch_us = time_path(lambda x, k: x.sum(-1), buffers, 1, replays)
     try:
-        from equiv.kernels.read_sum import read_sum
+        from equiv.kernels.read_sum import read_sum, read_sum_wide
     except ImportError:                          # no Triton: torch.sum alone
-        triton_us = None
-    else:
-        triton_us = time_path(lambda x, k: read_sum(x), buffers, 1, replays)
-    return SizedCeiling(dtype, batch, vocab, torch_us, triton_us)
+        return SizedCeiling(dtype, batch, vocab, torch_us, None)
+    triton_us = time_path(lambda x, k: read_sum(x), buffers, 1, replays)
+    wide_us = time_path(lambda x, k: read_sum_wide(x), buffers, 1, replays)
+    return SizedCeiling(dtype, batch, vocab, torch_us, triton_us, wide_us)
 
 
 def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEFAULT_BATCHES,

@@ -49,7 +49,8 @@ def _result():
     rows = tuple(BenchRow(p, "bfloat16", 1, b, 1000, us, 2000.0 / us, 50.0 / us, 4, 3, s, 90.0)
                  for p, us, s in (("softmax_topk", 10.0, 1.0), ("fused_triton", 2.0, 5.0))
                  for b in (1, 8))
-    sized = tuple(SizedCeiling("bfloat16", b, 1000, 3.0, 1.8) for b in (1, 8))
+    sized = tuple(SizedCeiling("bfloat16", b, 1000, 3.0, 1.8, 2.5 if b == 1 else 1.5)
+                  for b in (1, 8))
     return BenchResult("Fake GPU", 132, 60 * 2 ** 20, 4000.0, "made up", rows, sized)
 
 
@@ -58,8 +59,10 @@ def test_table_has_one_line_per_row_and_the_size_matched_ceiling():
     assert "| bfloat16 | 1 | fused_triton | 8 | 2.0 | 1000 | 25 | 90 | 5.0 |" in table
     assert sum(ln.startswith("| bfloat16 | 1 | ") and "_" in ln for ln in table.splitlines()) == 4
     assert "read ceiling 4000 GB/s" in table
-    assert "| bfloat16 | 8 | 3.0 | 1.8 | 1.8 | 9 | 0 |" in table      # 16 KB in 1.8 us
+    assert "| bfloat16 | 1 | 3.0 | 1.8 | 2.5 | 1.8 | 1 | 0 |" in table   # 2 KB in 1.8 us
+    assert "| bfloat16 | 8 | 3.0 | 1.8 | 1.5 | 1.5 | 11 | 0 |" in table  # the fastest layout
     assert SizedCeiling("float32", 1, 10, 2.0, None).source == "torch"
+    assert [s.source for s in _result().sized] == ["triton", "triton_wide"]
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="for machines without a GPU: choosing the interpreter here would "
@@ -77,6 +80,11 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
     assert got.shape == (5,) and got.dtype == torch.float32
     x[2, 69999] += 1000.0                         # the ragged tail is read
     assert float(rs.read_sum(x.float())[2] - got[2]) == pytest.approx(1000.0, abs=1e-2)
+    for layout in ({"splits": 1, "stages": 3}, {"splits": 3, "rows": 2}):   # other layouts
+        assert torch.allclose(rs.read_sum(x.float(), **layout).double(), x.float().double().sum(-1),
+                              rtol=0, atol=1e-2)
+    assert torch.allclose(rs.read_sum_wide(x.float()).double(), x.float().double().sum(-1),
+                          rtol=0, atol=1e-2)
 
 
 def test_json_and_plot_are_written_whole(tmp_path):
@@ -100,5 +108,6 @@ def test_small_gpu_run_times_every_point():
     assert len(seen) == 2 * 4 + 2 * 2
     assert all(r.us > 0 and r.buffers >= 2 for r in res.rows)
     assert all(r.buffers * r.batch * r.vocab * 2 > 2 * res.l2_bytes for r in res.rows)
-    assert [(s.batch, s.triton_sum_us > 0, s.torch_sum_us > 0) for s in res.sized] == [(1, True, True), (8, True, True)]
+    assert [(s.batch, s.triton_sum_us > 0, s.wide_sum_us > 0, s.torch_sum_us > 0)
+            for s in res.sized] == [(1, True, True, True), (8, True, True, True)]
     assert all(r.pct_sized is not None and r.pct_sized > 0 for r in res.rows)

@@ -24,7 +24,7 @@ PROGRAMS_PER_SM = 8
 
 @triton.jit
 def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
-                     LANES: tl.constexpr, SPLIT: tl.constexpr):
+                     LANES: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr):
     row = tl.program_id(0)
     start = tl.program_id(1) * CHUNK
     stop = tl.minimum(start + CHUNK, V)
@@ -33,8 +33,12 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
     x_row = x_ptr + row.to(tl.int64) * stride_row
     acc = tl.zeros([LANES], tl.float32)
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
-    for off in range(start, full_stop, ROWS * LANES):
-        acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+    if STAGES > 0:
+        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+            acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+    else:
+        for off in range(start, full_stop, ROWS * LANES):
+            acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
     if full_stop < stop:
         offs = full_stop + tile
         acc += tl.sum(tl.load(x_row + offs, mask=offs < stop, other=0.0).to(tl.float32), 0)
@@ -45,8 +49,12 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
         tl.store(out_ptr + row, total)
 
 
-def read_sum(x: torch.Tensor) -> torch.Tensor:
-    """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32."""
+def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WARPS,
+             stages: int = 0, rows: int = ROWS) -> torch.Tensor:
+    """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32.
+    ``splits`` (programs a row), ``num_warps``, ``rows`` (the tile's height) and ``stages`` (software pipelining, as the
+    fused kernel's knob) override the layout; the bench uses the defaults, the tuning sweep
+    times others to tell the fused kernel's own work from its layout's cost."""
     from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
 
     batch, vocab = x.shape
@@ -56,14 +64,25 @@ def read_sum(x: torch.Tensor) -> torch.Tensor:
         lanes, slots = INTERP_LANES, 4
         x = x.float()
     else:
-        lanes = WARPS * 32 * (16 // x.element_size())
+        lanes = num_warps * 32 * (16 // x.element_size())
         slots = PROGRAMS_PER_SM * _sm_count(x.device)
-    block = ROWS * lanes
+    block = rows * lanes
     tiles = triton.cdiv(vocab, block)
-    splits = max(1, min(split_rows(batch, slots), tiles))
+    splits = max(1, min(splits or split_rows(batch, slots), tiles))
     chunk = triton.cdiv(tiles, splits) * block
     splits = triton.cdiv(vocab, chunk)
     out = (torch.zeros if splits > 1 else torch.empty)(batch, dtype=torch.float32, device=x.device)
-    _read_sum_kernel[(batch, splits)](x, x.stride(0), vocab, chunk, out, ROWS=ROWS, LANES=lanes,
-                                      SPLIT=splits > 1, num_warps=WARPS)
+    _read_sum_kernel[(batch, splits)](x, x.stride(0), vocab, chunk, out, ROWS=rows, LANES=lanes,
+                                      SPLIT=splits > 1, STAGES=stages, num_warps=num_warps)
     return out
+
+
+def read_sum_wide(x: torch.Tensor) -> torch.Tensor:
+    """``read_sum`` in the fused kernel's wide layout (``WIDE``: one pipelined program a row),
+    which k = 1 takes from B = 256 while one wave holds the batch. Where that layout reads
+    faster than the split one, the size-matched ceiling is this."""
+    from equiv.kernels.fused_softmax_topk import WIDE
+
+    return read_sum(x, **{n: v for n, v in WIDE.items() if n in ("splits", "num_warps", "stages",
+                                                                "rows")})
+
