@@ -325,16 +325,41 @@ def test_gpu_large_batch_layouts(family, batch, dtype):
 @pytest.mark.parametrize("batch", [1, 256, 1024])
 @pytest.mark.parametrize("family", ["gaussian", "poison_mix", "ties_max", "neginf_pad", "huge"])
 @pytest.mark.parametrize("layout", ["split", "one_program_w8_ns3", "two_programs_w8_ns4",
-                                    "split_tail_first"])
+                                    "split_tail_first", "split_pairs", "one_program_pairs",
+                                    "one_program_r2_ns5_pairs"])
 def test_gpu_per_thread_state(layout, family, batch, dtype):
     # index mode 3 (per-thread state, k = 1) compiled, at full vocabulary, padded rows included:
     # with the default split, and one or two wide pipelined programs a row (v8's candidates)
     knobs = {"split": {}, "one_program_w8_ns3": {"splits": 1, "num_warps": 8, "stages": 3},
              "two_programs_w8_ns4": {"splits": 2, "num_warps": 8, "stages": 4},
-             "split_tail_first": {"tail_first": True}}[layout]
+             "split_tail_first": {"tail_first": True}, "split_pairs": {"pairs": True},
+             "one_program_pairs": {"splits": 1, "num_warps": 8, "stages": 3, "pairs": True},
+             "one_program_r2_ns5_pairs": {"splits": 1, "num_warps": 8, "stages": 5, "rows": 2,
+                                          "pairs": True}}[layout]
     r = Recipe(family, seed=batch + 3, batch=batch, vocab=129280, dtype=dtype, ties=3,
                pad=16 if family == "gaussian" else 0)
     check(with_layout(index=3, **knobs), r, 1, device="cuda")
+
+
+@pytest.mark.equiv_gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shift", [0, 1])
+@pytest.mark.parametrize("vocab", [129280, 129281])
+def test_gpu_pairs_on_rows_of_any_alignment(vocab, shift):
+    # bfloat16 read as int32 pairs needs rows on 4 bytes: a view one logit in, or an odd row
+    # stride, must fall back to the plain load and still give the right answer
+    from equiv.kernels import fused_softmax_topk as fk
+
+    pairs = with_layout(index=3, splits=1, num_warps=8, stages=3, pairs=True)
+    base = torch.randn(256, vocab + 2, device="cuda").to(torch.bfloat16)
+    x = base[:, shift:shift + 129280]
+    config = fk.choose_config(256, 129280, 2, "cuda", 1, index=3, pairs=True)
+    assert fk._pairs(x, config) == (shift == 0 and vocab % 2 == 0)
+    x[3, 77] = 40.0
+    x[3, 129279] = 40.0                             # a tie: the first index wins
+    assert int(pairs(x, 1)[1][3, 0]) == 77
+    res = compare(pairs, x, k=1)
+    assert res.passed, res.summary()
 
 
 @pytest.mark.equiv_gpu

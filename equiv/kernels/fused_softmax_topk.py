@@ -201,9 +201,37 @@ def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC:
 
 
 @triton.jit
+def _max_bf16x2(a, b):
+    return tl.inline_asm_elementwise("max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _fold_pairs(w, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr):
+    """``_fold_thread`` of a bfloat16 tile read as int32 pairs (PAIRS): the even logit of a pair
+    is its low half shifted up, the odd one its high half masked, one instruction each (the
+    conversion of a bfloat16 tensor took two for every high half); the max is taken on the
+    packed pairs (PTX max.bf16x2, exact)."""
+    w = tl.reshape(w, (ROWS, LANES // VEC, VEC // 2))
+    lo = (w << 16).to(tl.float32, bitcast=True)
+    hi = (w & -65536).to(tl.float32, bitcast=True)
+    pm = tl.reduce(tl.reduce(w, 2, _max_bf16x2), 0, _max_bf16x2)
+    t_max = tl.maximum((pm << 16).to(tl.float32, bitcast=True),
+                       (pm & -65536).to(tl.float32, bitcast=True))
+    gt = t_max > m                                   # NaN never wins: m is never NaN
+    m_new = tl.where(gt, t_max, m)
+    at = tl.where(gt, off, at)
+    m_c = _clamp(m_new)
+    t_sum = (tl.sum(tl.sum(_exp_below(lo, m_c[None, :, None]), 2), 0)
+             + tl.sum(tl.sum(_exp_below(hi, m_c[None, :, None]), 2), 0))
+    s = tl.fma(s, _exp_below(_clamp(m), m_c), t_sum)
+    return m_new, s, at
+
+
+@triton.jit
 def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                  EVICT: tl.constexpr, TAIL_FIRST: tl.constexpr):
+                  EVICT: tl.constexpr, TAIL_FIRST: tl.constexpr, PAIRS: tl.constexpr):
     """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1), over
     the kernel's ROWS x LANES ``tile`` offsets. The index: the tile where each thread's max last
     rose, re-read after the loop by the threads that hold M (as mode 2).
@@ -214,7 +242,18 @@ def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES
     at = tl.zeros([LANES // VEC], tl.int32) + start
     if TAIL_FIRST:           # all masked (no bytes moved) when the chunk has no ragged end
         tail = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-    if STAGES > 0:
+    if PAIRS:
+        x32 = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
+        tile32 = tl.arange(0, ROWS)[:, None] * (LANES // 2) + tl.arange(0, LANES // 2)[None, :]
+        if STAGES > 0:
+            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+                w = _load_tile(x32, off // 2 + tile32, stop, False, CACHE, EVICT)
+                m, s, at = _fold_pairs(w, off, m, s, at, ROWS, LANES, VEC)
+        else:
+            for off in range(start, full_stop, ROWS * LANES):
+                w = _load_tile(x32, off // 2 + tile32, stop, False, CACHE, EVICT)
+                m, s, at = _fold_pairs(w, off, m, s, at, ROWS, LANES, VEC)
+    elif STAGES > 0:
         for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
             m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
@@ -349,7 +388,8 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr, TAIL_FIRST: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr, TAIL_FIRST: tl.constexpr,
+                       PAIRS: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -370,7 +410,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
         M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
-                                  CACHE, EVICT, TAIL_FIRST)
+                                  CACHE, EVICT, TAIL_FIRST, PAIRS)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -485,6 +525,7 @@ class KernelConfig:
     cache: str = ""
     evict: str = ""
     tail_first: bool = False
+    pairs: bool = False
 
     @property
     def block(self) -> int:
@@ -576,7 +617,7 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
                   maxnreg="default", stages=None, cache="", evict="",
-                  tail_first=None) -> KernelConfig:
+                  tail_first=None, pairs=None) -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -663,7 +704,15 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
 
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
-                        cap, cap_regs, stages, cache, evict, bool(tail_first))
+                        cap, cap_regs, stages, cache, evict, bool(tail_first), bool(pairs))
+
+
+def _pairs(logits, config) -> bool:
+    """Whether mode 3 reads bfloat16 as int32 pairs (``KernelConfig.pairs``): on the GPU only (the
+    pairs' max is PTX), and only where every row starts on 4 bytes."""
+    return bool(config.pairs and config.index == 3 and not INTERPRETED
+                and logits.dtype == torch.bfloat16 and logits.data_ptr() % 4 == 0
+                and logits.stride(0) % 2 == 0)
 
 
 _COUNTERS: dict = {}
@@ -725,6 +774,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
         VEC=max(1, min(16 // logits.element_size(), config.lanes)), TAIL_FIRST=config.tail_first,
+        PAIRS=_pairs(logits, config),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

@@ -6,11 +6,12 @@ B = 1, 8, 64, 256, 1024, V = 129280:
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
   (``equiv/kernels/read_sum.py``) of the same buffers;
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
-  change at a time (v8, GPU run 6: where mode 3 loads the ragged last tile; runs 4-5 timed
+  change at a time (v8, GPU run 7: the wide layout's index mode, tile height and load knobs,
+  beside read-sums in other layouts; run 6 where mode 3 loads the ragged last tile; runs 4-5 timed
   mode 3 with its load knobs and one or two wide programs a row, v7 the load knobs, v2-v6 the
   index mode, the register cap, tile height, warps, programs per SM and the combine, see
   docs/kernel-notes.md);
-- k = 4 and 8 where a sweep lists them (GPU run 4 did; runs 5-6 time k = 1 only).
+- k = 4 and 8 where a sweep lists them (GPU run 4 did; runs 5-7 time k = 1 only).
 Compiling dominates a cold sweep (each layout x split count is a kernel), so ``--warm N`` first
 compiles every point in N processes that fill Triton's on-disk cache, then times in this one
 (``--warm-only N`` compiles and exits, so the compiling can overlap other work that is not timed).
@@ -34,18 +35,27 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. v8, GPU run 6:
-    the ragged last tile loaded before the loop (``tail_first``) or after it, in the wide layout
-    of B = 256 and in the 4-warp split of mode 3; docs/kernel-notes.md says what each should
-    show."""
+    """(name, layout, k): the defaults twice, then one change at a time from the wide layout of
+    B = 256 (v8, GPU run 8: bfloat16 read as int32 pairs, a shorter tile; run 7 the index mode and
+    the load knobs, run 6 where the ragged tile is loaded); docs/kernel-notes.md says what each should show."""
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     out = [("default", {}, 1),
-           ("wide_tail_last", {**wide, "tail_first": False}, 1),
-           ("wide_tail_first", {**wide, "tail_first": True}, 1),
-           ("idx3_tail_last", {"index": 3, "tail_first": False}, 1),
-           ("idx3_tail_first", {"index": 3, "tail_first": True}, 1),
-           ("default_again", {}, 1), ("wide_tail_last_again", {**wide, "tail_first": False}, 1)]
+           ("wide_pairs", {**wide, "pairs": True}, 1),
+           ("wide_pairs_ns4", {**wide, "pairs": True, "stages": 4}, 1),
+           ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
+           ("wide_r2_ns5_pairs", {**wide, "rows": 2, "stages": 5, "pairs": True}, 1),
+           ("idx3_pairs", {"index": 3, "pairs": True}, 1),
+           ("default_again", {}, 1)]
     return out
+
+
+def read_sums():
+    """(name, layout) of the read-sum beside the bench's own (``triton_sum``): the fused
+    kernel's wide layout and the split one pipelined, so a gap between the fused kernel and
+    the read-sum splits into what the layout costs and what the kernel's own work does."""
+    return [("rs_wide", {"splits": 1, "num_warps": 8, "stages": 3}),
+            ("rs_wide_r2_ns5", {"splits": 1, "num_warps": 8, "stages": 5, "rows": 2}),
+            ("rs_ns3", {"stages": 3})]
 
 
 def _warm_one(job):
@@ -60,6 +70,8 @@ def _warm_one(job):
     from equiv.kernels.read_sum import read_sum
 
     read_sum(x)
+    for _, layout in read_sums():
+        read_sum(x, **layout)
     torch.cuda.synchronize()
     return job[:2]
 
@@ -99,6 +111,13 @@ def main(argv=None) -> int:
             points.append({"dtype": str(dtype), "batch": batch, "variant": "sized", "k": 1,
                            "us": sized.us, "torch_sum_us": sized.torch_sum_us,
                            "triton_sum_us": sized.triton_sum_us})
+            from equiv.kernels.read_sum import read_sum
+
+            for name, layout in read_sums():
+                us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1, replays=20)
+                points.append({"dtype": str(dtype), "batch": batch, "variant": name, "k": 1,
+                               "us": us, "pct_sized": 100 * sized.us / us})
+                cells.append(f"{name}={us:.2f}")
             for name, layout, k in variants():
                 try:
                     us = time_path(with_layout(**layout), bufs, k, replays=20)
