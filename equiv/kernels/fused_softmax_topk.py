@@ -201,59 +201,16 @@ def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC:
 
 
 @triton.jit
-def _max_bf16x2(a, b):
-    return tl.inline_asm_elementwise("max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
-                                     is_pure=True, pack=1)
-
-
-@triton.jit
-def _fold_pairs(w, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr):
-    """``_fold_thread`` of a bfloat16 tile read as int32 pairs (PAIRS): the even logit of a pair
-    is its low half shifted up, the odd one its high half masked, one instruction each (the
-    conversion of a bfloat16 tensor took two for every high half); the max is taken on the
-    packed pairs (PTX max.bf16x2, exact)."""
-    w = tl.reshape(w, (ROWS, LANES // VEC, VEC // 2))
-    lo = (w << 16).to(tl.float32, bitcast=True)
-    hi = (w & -65536).to(tl.float32, bitcast=True)
-    pm = tl.reduce(tl.reduce(w, 2, _max_bf16x2), 0, _max_bf16x2)
-    t_max = tl.maximum((pm << 16).to(tl.float32, bitcast=True),
-                       (pm & -65536).to(tl.float32, bitcast=True))
-    gt = t_max > m                                   # NaN never wins: m is never NaN
-    m_new = tl.where(gt, t_max, m)
-    at = tl.where(gt, off, at)
-    m_c = _clamp(m_new)
-    t_sum = (tl.sum(tl.sum(_exp_below(lo, m_c[None, :, None]), 2), 0)
-             + tl.sum(tl.sum(_exp_below(hi, m_c[None, :, None]), 2), 0))
-    s = tl.fma(s, _exp_below(_clamp(m), m_c), t_sum)
-    return m_new, s, at
-
-
-@triton.jit
 def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                  EVICT: tl.constexpr, TAIL_FIRST: tl.constexpr, PAIRS: tl.constexpr):
+                  EVICT: tl.constexpr):
     """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1), over
     the kernel's ROWS x LANES ``tile`` offsets. The index: the tile where each thread's max last
-    rose, re-read after the loop by the threads that hold M (as mode 2).
-    TAIL_FIRST loads the ragged last tile before the loop (folded after it, so ties keep the
-    first index): its round trip overlaps the loop instead of following it."""
+    rose, re-read after the loop by the threads that hold M (as mode 2)."""
     m = tl.full([LANES // VEC], float("-inf"), tl.float32)
     s = tl.zeros([LANES // VEC], tl.float32)
     at = tl.zeros([LANES // VEC], tl.int32) + start
-    if TAIL_FIRST:           # all masked (no bytes moved) when the chunk has no ragged end
-        tail = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-    if PAIRS:
-        x32 = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        tile32 = tl.arange(0, ROWS)[:, None] * (LANES // 2) + tl.arange(0, LANES // 2)[None, :]
-        if STAGES > 0:
-            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-                w = _load_tile(x32, off // 2 + tile32, stop, False, CACHE, EVICT)
-                m, s, at = _fold_pairs(w, off, m, s, at, ROWS, LANES, VEC)
-        else:
-            for off in range(start, full_stop, ROWS * LANES):
-                w = _load_tile(x32, off // 2 + tile32, stop, False, CACHE, EVICT)
-                m, s, at = _fold_pairs(w, off, m, s, at, ROWS, LANES, VEC)
-    elif STAGES > 0:
+    if STAGES > 0:
         for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
             m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
@@ -262,10 +219,7 @@ def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
             m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     if full_stop < stop:
-        if TAIL_FIRST:
-            x = tail
-        else:
-            x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
+        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
         m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC)
     M = tl.max(m, 0)
     # The re-read is issued before the sum's reduction, so its round trip overlaps it.
@@ -388,8 +342,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr, TAIL_FIRST: tl.constexpr,
-                       PAIRS: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -410,7 +363,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
         M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
-                                  CACHE, EVICT, TAIL_FIRST, PAIRS)
+                                  CACHE, EVICT)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -508,8 +461,7 @@ class KernelConfig:
     software-pipeline the main loop over that many tiles (``tl.range(num_stages=...)``; on
     Hopper asynchronous copies into (stages - 1) tiles of shared memory), ``cache`` and
     ``evict`` are tl.load's cache modifier (".cg": not in L1) and eviction policy
-    ("evict_first") on the main loop's loads. ``tail_first`` (index mode 3 only) loads the
-    ragged last tile of a chunk before the loop instead of after it."""
+    ("evict_first") on the main loop's loads."""
 
     rows: int
     lanes: int
@@ -524,8 +476,6 @@ class KernelConfig:
     stages: int = 0
     cache: str = ""
     evict: str = ""
-    tail_first: bool = False
-    pairs: bool = False
 
     @property
     def block(self) -> int:
@@ -574,9 +524,9 @@ PIPELINED_STAGES = 2
 # 3 at B = 1024 (one program a row already): bf16 66.78 / 66.78 against 67.42 / 67.41, fp32
 # 120.91 / 120.90 against 121.53 / 121.74. Slower at B <= 64 (the re-read after the loop).
 THREAD_STATE = {2: 256, 4: 256}
-# tail_first (the ragged tile loaded before the loop) is not timed yet (docs/kernel-notes.md, v8,
-# run 6), so it stays off; on, it costs the wide layout 26 registers (WIDE_REGS 96).
-WIDE = {"splits": 1, "num_warps": 8, "stages": 3, "tail_first": False}
+# Timed and left out (docs/kernel-notes.md, v8, runs 6-8): the ragged tile loaded before the loop,
+# bf16 read as int32 pairs, a tile of 2 rows, index modes 1 and 2, the load knobs.
+WIDE = {"splits": 1, "num_warps": 8, "stages": 3}
 WIDE_REGS = 64
 # The interpreter runs programs one after another and each tile op costs ~10 us of Python:
 # wide tiles, few programs (still several per row when B is small, so CI exercises the combine).
@@ -616,8 +566,7 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default", stages=None, cache="", evict="",
-                  tail_first=None, pairs=None) -> KernelConfig:
+                  maxnreg="default", stages=None, cache="", evict="") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -625,8 +574,8 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     loop's instructions cost more than the re-read's latency. On a GPU, from ``THREAD_STATE``'s
     batch on, k = 1 keeps per-thread state (index 3) and, while one wave of ``WIDE`` programs
     holds the batch, runs one wide pipelined program a row (no combine). ``block``, ``rows`` or
-    ``index`` given leave the index mode to the caller; ``splits``, ``num_warps``, ``stages``,
-    ``prefetch`` or ``tail_first`` given leave out ``WIDE``.
+    ``index`` given leave the index mode to the caller; ``splits``, ``num_warps``, ``stages``
+    or ``prefetch`` given leave out ``WIDE``.
 
     ``block`` (a power of two) fixes the tile size, ``rows`` its height; by default a tile is
     ``GPU_ROWS`` rows of one 16-byte load per thread. ``maxnreg`` None lifts the register cap;
@@ -643,9 +592,8 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         wide_slots = (resident_per_sm(WIDE_REGS, WIDE["num_warps"], wide_shared)
                       * _sm_count(torch.device(device)))
         if (splits is None and num_warps is None and stages is None and not prefetch
-                and tail_first is None and batch <= wide_slots):
+                and batch <= wide_slots):
             splits, num_warps, stages = WIDE["splits"], WIDE["num_warps"], WIDE["stages"]
-            tail_first = WIDE["tail_first"]
     if stages is None:
         least = PIPELINED.get(elem_size)
         stages = (PIPELINED_STAGES if k == 1 and not interpreted and least is not None and batch >= least
@@ -704,15 +652,7 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
 
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
-                        cap, cap_regs, stages, cache, evict, bool(tail_first), bool(pairs))
-
-
-def _pairs(logits, config) -> bool:
-    """Whether mode 3 reads bfloat16 as int32 pairs (``KernelConfig.pairs``): on the GPU only (the
-    pairs' max is PTX), and only where every row starts on 4 bytes."""
-    return bool(config.pairs and config.index == 3 and not INTERPRETED
-                and logits.dtype == torch.bfloat16 and logits.data_ptr() % 4 == 0
-                and logits.stride(0) % 2 == 0)
+                        cap, cap_regs, stages, cache, evict)
 
 
 _COUNTERS: dict = {}
@@ -773,8 +713,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
-        VEC=max(1, min(16 // logits.element_size(), config.lanes)), TAIL_FIRST=config.tail_first,
-        PAIRS=_pairs(logits, config),
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report
