@@ -232,91 +232,6 @@ def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES
 
 
 @triton.jit
-def _fold_kept(x, raw, off, m, s, at, best, ROWS: tl.constexpr, LANES: tl.constexpr,
-               VEC: tl.constexpr):
-    """Index mode 4: ``_fold_thread``'s fold of the ROWS x THREADS x VEC float32 view ``x``, and
-    where a thread's max rises, its ``raw`` logits of the tile (as loaded) replace ``best``."""
-    if INTERPRETED_NAN_GUARD:
-        x_cmp = tl.where(x == x, x, float("-inf"))
-    else:
-        x_cmp = x
-    t_max = tl.max(tl.max(x_cmp, 2), 0)
-    gt = t_max > m                                   # NaN never wins: m is never NaN
-    m_new = tl.where(gt, t_max, m)
-    at = tl.where(gt, off, at)
-    best = tl.where(gt[None, :, None], raw, best)
-    m_c = _clamp(m_new)
-    t_sum = tl.sum(tl.sum(_exp_below(x, m_c[None, :, None]), 2), 0)
-    s = tl.fma(s, _exp_below(_clamp(m), m_c), t_sum)
-    return m_new, s, at, best
-
-
-@triton.jit
-def _unpair(w, ROWS: tl.constexpr, THREADS: tl.constexpr, VEC: tl.constexpr):
-    """bfloat16 logits read as int32 words (two a word, the first in the low half) as float32,
-    ROWS x THREADS x VEC in memory order: one shift or mask a logit."""
-    lo = (w << 16).to(tl.float32, bitcast=True)
-    hi = (w & -65536).to(tl.float32, bitcast=True)
-    return tl.reshape(tl.join(lo, hi), (ROWS, THREADS, VEC))
-
-
-@triton.jit
-def _kept_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
-                VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                EVICT: tl.constexpr, PAIRS: tl.constexpr):
-    """(M, S, first index of M) of the chunk in index mode 4 (k = 1): mode 3's per-thread
-    (max, sum, tile), and the thread's logits of that tile kept in registers, so the index is
-    found without mode 3's re-read (its round trip ends every program). PAIRS reads bfloat16 as
-    int32 words (rows on 4 bytes). The ragged last tile is folded with its own first index."""
-    THREADS: tl.constexpr = LANES // VEC
-    m = tl.full([THREADS], float("-inf"), tl.float32)
-    s = tl.zeros([THREADS], tl.float32)
-    at = tl.zeros([THREADS], tl.int32) + start
-    pos = tl.reshape(tile, (ROWS, THREADS, VEC))     # a logit's offset in its tile
-    if PAIRS:
-        x32 = x_row.to(tl.pointer_type(tl.int32), bitcast=True)
-        tile32 = tl.arange(0, ROWS)[:, None] * (LANES // 2) + tl.arange(0, LANES // 2)[None, :]
-        best = tl.zeros([ROWS, THREADS, VEC // 2], tl.int32)
-        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-            w = tl.reshape(_load_tile(x32, off // 2 + tile32, stop, False, CACHE, EVICT),
-                           (ROWS, THREADS, VEC // 2))
-            m, s, at, best = _fold_kept(_unpair(w, ROWS, THREADS, VEC), w, off, m, s, at, best,
-                                        ROWS, LANES, VEC)
-        kept = _unpair(best, ROWS, THREADS, VEC)
-    else:
-        best = tl.zeros([ROWS, THREADS, VEC], x_row.dtype.element_ty)
-        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-            raw = tl.reshape(_load_tile(x_row, off + tile, stop, False, CACHE, EVICT),
-                             (ROWS, THREADS, VEC))
-            m, s, at, best = _fold_kept(raw.to(tl.float32), raw, off, m, s, at, best,
-                                        ROWS, LANES, VEC)
-        kept = best.to(tl.float32)
-    first = tl.min(tl.min(tl.where(kept == m[None, :, None], at[None, :, None] + pos, BIG_INDEX),
-                          2), 0)
-    if full_stop < stop:
-        x = tl.reshape(_load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT),
-                       (ROWS, THREADS, VEC)).to(tl.float32)
-        if INTERPRETED_NAN_GUARD:
-            x_cmp = tl.where(x == x, x, float("-inf"))
-        else:
-            x_cmp = x
-        t_max = tl.max(tl.max(x_cmp, 2), 0)
-        t_first = tl.min(tl.min(tl.where(x == t_max[None, :, None], full_stop + pos, BIG_INDEX),
-                                2), 0)
-        gt = t_max > m
-        m_new = tl.where(gt, t_max, m)
-        first = tl.where(gt, t_first, first)
-        s = tl.fma(s, _exp_below(_clamp(m), _clamp(m_new)),
-                   tl.sum(tl.sum(_exp_below(x, _clamp(m_new)[None, :, None]), 2), 0))
-        m = m_new
-    M = tl.max(m, 0)
-    S = tl.sum(s * _exp_below(_clamp(m), _clamp(M)), 0)
-    top = tl.min(tl.where(m == M, first, BIG_INDEX), 0)
-    top = tl.where(top == BIG_INDEX, start, top)   # an all-NaN chunk: any valid index
-    return M, S, top
-
-
-@triton.jit
 def _load_tile(x_row, offs, stop, MASKED: tl.constexpr, CACHE: tl.constexpr,
                EVICT: tl.constexpr):
     """One tile of logits; past ``stop`` (MASKED) -inf. ``CACHE`` / ``EVICT`` are tl.load's cache
@@ -427,7 +342,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr, PAIRS: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -446,13 +361,9 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     # Whole tiles load unmasked (no per-element predicates); the ragged end is one masked tile.
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
     rank = tl.arange(0, K_PAD)
-    if INDEX >= 3:                                     # k = 1, per-thread state
-        if INDEX == 4:
-            M, S, top = _kept_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC,
-                                    STAGES, CACHE, EVICT, PAIRS)
-        else:
-            M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC,
-                                      STAGES, CACHE, EVICT)
+    if INDEX == 3:                                     # k = 1, per-thread state
+        M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
+                                  CACHE, EVICT)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -592,9 +503,9 @@ MAX_NCOL = 512                   # a k > 1 chunk spans at most this many rows of
 # Index mode 3 (per-thread state, v8): Triton 3.6 for sm_90, split and pipelined: 48 (fp32) and
 # 56 (bf16) registers, no spills, uncapped.
 REGS = {(4, 1): 48, (4, 2): 40, (4, 0): 56, (2, 1): 80, (2, 2): 72, (2, 0): 80,
-        (4, 3): 48, (2, 3): 56, (4, 4): 64, (2, 4): 120}
+        (4, 3): 48, (2, 3): 56}
 MAXNREG = {(4, 1): None, (4, 2): None, (4, 0): None, (2, 1): 64, (2, 2): 64, (2, 0): 64,
-           (4, 3): None, (2, 3): None, (4, 4): None, (2, 4): None}
+           (4, 3): None, (2, 3): None}
 # Small batches, k = 1, where GPU run 2 timed a layout faster than the wave-filling default by
 # more than its default-to-default spread: (largest batch, layout). fp32 B <= 8: 8 warps
 # (16 KB tiles, 32 programs a row instead of 64): 3.92 -> 3.73 us, 5.21 -> 4.92 us (run 3 of v3
@@ -730,9 +641,8 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         cap = 8 if k <= 4 else 16
     prefetch = GPU_PREFETCH if prefetch is None else bool(prefetch)
     problem = None
-    if index not in (None, 1, 2, 3, 4):
-        problem = (f"index={index} is invalid: give 1 or 2 (per-lane state), 3 or 4 (per-thread "
-                   "state)")
+    if index not in (None, 1, 2, 3):
+        problem = f"index={index} is invalid: give 1 or 2 (per-lane state) or 3 (per-thread state)"
     elif cap < 1 or cap & (cap - 1):
         problem = f"cap={cap} is invalid: give a power of two (1 forces the second pass)"
     elif stages < 0 or (stages and prefetch):
@@ -743,13 +653,6 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
                         cap, cap_regs, stages, cache, evict)
-
-
-def _pairs(logits, config) -> bool:
-    """Whether index mode 4 reads bfloat16 as int32 words: compiled (the interpreter gets float32)
-    and only where every row starts on 4 bytes."""
-    return bool(config.index == 4 and not INTERPRETED and logits.dtype == torch.bfloat16
-                and logits.data_ptr() % 4 == 0 and logits.stride(0) % 2 == 0)
 
 
 _COUNTERS: dict = {}
@@ -810,7 +713,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
-        VEC=max(1, min(16 // logits.element_size(), config.lanes)), PAIRS=_pairs(logits, config),
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

@@ -35,30 +35,15 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. GPU run 9:
-    index mode 4 (the winning tile kept in registers, no re-read) in the wide layout of B = 256
-    and in the split of B = 1024; run 8 timed bfloat16 read as int32 pairs and a tile of 2 rows,
-    run 7 the wide layout's index modes and load knobs, run 6 the ragged tile loaded first (see
-    docs/kernel-notes.md, v8; the knobs that lost are gone from the kernel)."""
+    """(name, layout, k): the defaults twice, then one change at a time from them. GPU runs 6-9
+    timed in the wide layout of B = 256: the ragged tile loaded first (6), index modes 1-2 and
+    the load knobs (7), bfloat16 read as int32 pairs (8), the winning tile kept in registers
+    (index mode 4, 9); none beat the default and their knobs are gone from the kernel (see
+    docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
-            ("wide_idx4", {**wide, "index": 4}, 1),
-            ("idx4", {"index": 4}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
             ("default_again", {}, 1)]
-
-
-def kept(logits, k: int):
-    """``fused_triton`` with index mode 4 where v8 runs one wide program a row in mode 3 (k = 1,
-    ``WIDE``), else its defaults: the candidate GPU run 9 benches beside the default
-    (``equiv bench --paths fused_triton,equiv.kernels.tune:kept``)."""
-    from equiv.kernels import fused_softmax_topk as fk
-    from equiv.paths.fused_triton import fused_triton
-
-    c = fk.choose_config(logits.shape[0], logits.shape[1], logits.element_size(), logits.device, k)
-    if k == 1 and c.index == 3 and (c.splits, c.num_warps, c.stages) == tuple(fk.WIDE.values()):
-        return fused_triton(logits, k, index=4, **fk.WIDE)
-    return fused_triton(logits, k)
 
 
 def read_sums():
