@@ -43,6 +43,8 @@ def variants():
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
+            ("wide_ns0", {**wide, "stages": 0}, 1),          # run 10: no shared-memory pipeline,
+            ("wide_ns2", {**wide, "stages": 2}, 1),          # so no barrier a tile
             ("default_again", {}, 1)]
 
 
