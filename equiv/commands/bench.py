@@ -17,7 +17,8 @@ def add_parser(sub):
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size V (default 129280)")
     p.add_argument("--replays", type=int, default=30, help="timed graph replays per point (default 30)")
     p.add_argument("--no-size-matched", dest="size_matched", action="store_false",
-                   help="skip the size-matched ceiling (torch.sum and a Triton read-sum at each point)")
+                   help="skip the size-matched ceiling (torch.sum and a Triton read-sum in two layouts "
+                        "at each point)")
     add_json(p, "every row")
     p.add_argument("--plot", default=None, metavar="FILE", help="write a PNG of time against B per path to FILE")
     p.set_defaults(run=run)
