@@ -17,6 +17,7 @@ import equiv
 import torch
 
 from equiv.bench import BenchResult, BenchRow, SizedCeiling, run_bench, write_json, write_plot
+from equiv.errors import InvalidArgument
 
 HAS_CUDA = torch.cuda.is_available()
 
@@ -85,6 +86,13 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
                               rtol=0, atol=1e-2)
     assert torch.allclose(rs.read_sum_wide(x.float()).double(), x.float().double().sum(-1),
                           rtol=0, atol=1e-2)
+    y = x.float() / 100                           # the sweep's diagnostic reads: e^x, log sum e^x
+    want = torch.exp(y.double()).sum(-1)
+    assert torch.allclose(rs.read_sum(y, splits=1, work="exp").double(), want, rtol=1e-5, atol=0)
+    assert torch.allclose(rs.read_sum(y, splits=1, stages=3, work="softmax").double(),
+                          torch.log(want), rtol=0, atol=1e-5)
+    with pytest.raises(InvalidArgument, match="work='max' is invalid"):
+        rs.read_sum(y, work="max")
 
 
 def test_json_and_plot_are_written_whole(tmp_path):

@@ -22,9 +22,28 @@ WARPS = 4
 PROGRAMS_PER_SM = 8
 
 
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _fold_work(x, m, acc, WORK: tl.constexpr):
+    """One tile into the per-lane state of the tuning sweep's diagnostic reads: WORK 1, the sum
+    of e^x (the fused kernel's exp alone); 2, the online softmax's running max and rescaled sum
+    of e^(x - max) (the fused kernel without its index)."""
+    x = x.to(tl.float32)
+    if WORK == 1:
+        acc += tl.sum(tl.exp2(x * LOG2E), 0)
+    else:
+        m_new = tl.maximum(m, tl.max(x, 0))
+        acc = acc * tl.exp2((m - m_new) * LOG2E) + tl.sum(tl.exp2((x - m_new[None, :]) * LOG2E), 0)
+        m = m_new
+    return m, acc
+
+
 @triton.jit
 def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
-                     LANES: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr):
+                     LANES: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr,
+                     WORK: tl.constexpr):
     row = tl.program_id(0)
     start = tl.program_id(1) * CHUNK
     stop = tl.minimum(start + CHUNK, V)
@@ -33,16 +52,30 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
     x_row = x_ptr + row.to(tl.int64) * stride_row
     acc = tl.zeros([LANES], tl.float32)
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
-    if STAGES > 0:
-        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-            acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+    if WORK == 0:                     # the ceiling: nothing but the sum
+        if STAGES > 0:
+            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+                acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+        else:
+            for off in range(start, full_stop, ROWS * LANES):
+                acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
+        if full_stop < stop:
+            offs = full_stop + tile
+            acc += tl.sum(tl.load(x_row + offs, mask=offs < stop, other=0.0).to(tl.float32), 0)
+        total = tl.sum(acc, 0)
     else:
-        for off in range(start, full_stop, ROWS * LANES):
-            acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
-    if full_stop < stop:
-        offs = full_stop + tile
-        acc += tl.sum(tl.load(x_row + offs, mask=offs < stop, other=0.0).to(tl.float32), 0)
-    total = tl.sum(acc, 0)
+        m = tl.full([LANES], float("-inf"), tl.float32)
+        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+            m, acc = _fold_work(tl.load(x_row + off + tile), m, acc, WORK)
+        if full_stop < stop:
+            offs = full_stop + tile
+            m, acc = _fold_work(tl.load(x_row + offs, mask=offs < stop, other=float("-inf")),
+                                m, acc, WORK)
+        if WORK == 2:                 # log(sum e^x) of the chunk: exact with one program a row
+            M = tl.max(m, 0)
+            total = M + tl.log(tl.sum(acc * tl.exp2((m - M) * LOG2E), 0))
+        else:
+            total = tl.sum(acc, 0)
     if SPLIT:
         tl.atomic_add(out_ptr + row, total, sem="relaxed")
     else:
@@ -50,12 +83,20 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
 
 
 def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WARPS,
-             stages: int = 0, rows: int = ROWS) -> torch.Tensor:
+             stages: int = 0, rows: int = ROWS, work: str = "sum") -> torch.Tensor:
     """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32.
-    ``splits`` (programs a row), ``num_warps``, ``rows`` (the tile's height) and ``stages`` (software pipelining, as the
-    fused kernel's knob) override the layout; the bench uses the defaults, the tuning sweep
-    times others to tell the fused kernel's own work from its layout's cost."""
+    ``splits`` (programs a row), ``num_warps``, ``rows`` (the tile's height) and ``stages``
+    (software pipelining, as the fused kernel's knob) override the layout; the bench uses the defaults, the tuning sweep
+    times others to tell the fused kernel's own work from its layout's cost. ``work`` "exp" sums
+    e^x instead, "softmax" returns log(sum e^x) by the online softmax (exact only with one
+    program a row): how much of that own work the exp and the running max are."""
     from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
+
+    works = {"sum": 0, "exp": 1, "softmax": 2}
+    if work not in works:
+        from equiv.errors import InvalidArgument
+
+        raise InvalidArgument(f"work={work!r} is invalid: give one of {', '.join(works)}")
 
     batch, vocab = x.shape
     if x.stride(1) != 1:
@@ -73,7 +114,8 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
     splits = triton.cdiv(vocab, chunk)
     out = (torch.zeros if splits > 1 else torch.empty)(batch, dtype=torch.float32, device=x.device)
     _read_sum_kernel[(batch, splits)](x, x.stride(0), vocab, chunk, out, ROWS=rows, LANES=lanes,
-                                      SPLIT=splits > 1, STAGES=stages, num_warps=num_warps)
+                                      SPLIT=splits > 1, STAGES=stages, WORK=works[work],
+                                      num_warps=num_warps)
     return out
 
 
