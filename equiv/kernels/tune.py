@@ -53,11 +53,14 @@ def read_sums():
     kernel's wide layout and the split one pipelined, so a gap between the fused kernel and
     the read-sum splits into what the layout costs and what the kernel's own work does; in the
     wide layout also with an exp a logit and with the online softmax (no index), so the own
-    work splits into the exp, the running max and the index (not run yet: the next GPU run)."""
+    work splits into the exp, the running max and the index, and with 1 or 2 tiles in flight in
+    registers instead of the shared-memory pipeline (not run yet: the next GPU run)."""
     wide = {"splits": 1, "num_warps": 8, "stages": 3}
     return [("rs_wide", wide),
             ("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
             ("rs_wide_softmax", {**wide, "work": "softmax"}),  # + the running max and rescale
+            ("rs_wide_pf1", {**wide, "stages": 0, "prefetch": 1}),  # registers, no pipeline:
+            ("rs_wide_pf2", {**wide, "stages": 0, "prefetch": 2}),  # 1 or 2 tiles in flight
             ("rs_wide_r2_ns5", {**wide, "stages": 5, "rows": 2}),
             ("rs_ns3", {"stages": 3})]
 
