@@ -53,10 +53,10 @@ entries and partials are compared on (value, lowest index): the lowest index of 
 
 The wrapper at the end picks the tile, warps and the split of V from the batch size, k and the
 device's multiprocessor count (the figures behind the choice are in docs/kernel-notes.md).
-The measured result (one H200, V = 129280, v8, commit eb15655): float32 B = 1024 in 126.7 us,
-100% of the read ceiling; bf16 B = 1024 in 69.2 us (92%), B = 256 at 0.89-0.91x a plain
-read-sum of the same size; k = 4 within 1.4x of k = 1 at B >= 256 (docs/bench.md,
-docs/kernel-notes.md).
+The measured result (one H200, V = 129280, v8, commit 83db4ab): float32 B = 1024 in 126.6 us,
+102% of the read ceiling; bf16 B = 1024 in 69.3 us (94%), B = 256 at 0.84-0.89x a plain
+read-sum of the same size in the kernel's own layout; k = 4 within 1.4x of k = 1 at B >= 256
+(docs/bench.md, docs/kernel-notes.md).
 """
 from __future__ import annotations
 

@@ -114,22 +114,20 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
              prefetch: int = 0) -> torch.Tensor:
     """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32.
     ``splits`` (programs a row), ``num_warps``, ``rows`` (the tile's height) and ``stages``
-    (software pipelining, as the fused kernel's knob) override the layout; the bench uses the defaults, the tuning sweep
-    times others to tell the fused kernel's own work from its layout's cost. ``work`` "exp" sums
+    (software pipelining, as the fused kernel's knob) override the layout; the bench uses the
+    defaults, the tuning sweep times others to tell the fused kernel's own work from its
+    layout's cost. ``work`` "exp" sums
     e^x instead, "softmax" returns log(sum e^x) by the online softmax (exact only with one
     program a row): how much of that own work the exp and the running max are. ``prefetch``
     (1 or 2, with ``work`` "sum" and no ``stages``) keeps that many tiles in flight in registers
     instead of Triton's shared-memory pipeline."""
+    from equiv.errors import InvalidArgument
     from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
 
     works = {"sum": 0, "exp": 1, "softmax": 2}
     if work not in works:
-        from equiv.errors import InvalidArgument
-
         raise InvalidArgument(f"work={work!r} is invalid: give one of {', '.join(works)}")
     if prefetch not in (0, 1, 2) or (prefetch and (stages or work != "sum")):
-        from equiv.errors import InvalidArgument
-
         raise InvalidArgument(f"prefetch={prefetch} is invalid: give 0, or 1 or 2 with work='sum' "
                               "and no stages")
 

@@ -4,7 +4,8 @@ Plan: on one GPU, under the timing protocol of ``equiv/bench.py`` (CUDA-graph re
 buffers that exceed twice the L2, median per call), time for float32 and bfloat16 at
 B = 1, 8, 64, 256, 1024, V = 129280:
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
-  (``equiv/kernels/read_sum.py``) of the same buffers;
+  (``equiv/kernels/read_sum.py``) of the same buffers in both layouts, and the read-sum's
+  diagnostic variants (``read_sums``);
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
   change at a time (v8, GPU runs 6-8: the wide layout's ragged tile, index mode, tile height,
   load knobs and bfloat16 read as int32 pairs, beside read-sums in other layouts; runs 4-5 timed
@@ -49,15 +50,15 @@ def variants():
 
 
 def read_sums():
-    """(name, layout) of the read-sum beside the bench's own (``triton_sum``): the fused
-    kernel's wide layout and the split one pipelined, so a gap between the fused kernel and
+    """(name, layout) of the read-sum beside the bench's own two (``triton_sum``, split, and
+    ``rs_wide``, the fused kernel's wide layout, both timed by ``sized_ceiling``): the split one
+    pipelined, so a gap between the fused kernel and
     the read-sum splits into what the layout costs and what the kernel's own work does; in the
     wide layout also with an exp a logit and with the online softmax (no index), so the own
     work splits into the exp, the running max and the index, and with 1 or 2 tiles in flight in
     registers instead of the shared-memory pipeline (not run yet: the next GPU run)."""
     wide = {"splits": 1, "num_warps": 8, "stages": 3}
-    return [("rs_wide", wide),
-            ("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
+    return [("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
             ("rs_wide_softmax", {**wide, "work": "softmax"}),  # + the running max and rescale
             ("rs_wide_pf1", {**wide, "stages": 0, "prefetch": 1}),  # registers, no pipeline:
             ("rs_wide_pf2", {**wide, "stages": 0, "prefetch": 2}),  # 1 or 2 tiles in flight
@@ -74,9 +75,10 @@ def _warm_one(job):
                 with_layout(**layout)(x, k)
             except Exception as exc:              # reported again, per point, when timed
                 print(f"warm {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    from equiv.kernels.read_sum import read_sum
+    from equiv.kernels.read_sum import read_sum, read_sum_wide
 
     read_sum(x)
+    read_sum_wide(x)
     for _, layout in read_sums():
         read_sum(x, **layout)
     torch.cuda.synchronize()
@@ -96,6 +98,7 @@ def warm(processes: int, names=None) -> None:
 
 def main(argv=None) -> int:
     from equiv.kernels import fused_softmax_topk as fk
+    from equiv.kernels.read_sum import read_sum
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["--warm"], ["--warm-only"]):
@@ -117,11 +120,12 @@ def main(argv=None) -> int:
             cells = [f"torch_sum={sized.torch_sum_us:.2f} triton_sum={sized.triton_sum_us:.2f}"]
             points.append({"dtype": str(dtype), "batch": batch, "variant": "sized", "k": 1,
                            "us": sized.us, "torch_sum_us": sized.torch_sum_us,
-                           "triton_sum_us": sized.triton_sum_us})
-            from equiv.kernels.read_sum import read_sum
-
+                           "triton_sum_us": sized.triton_sum_us,
+                           "wide_sum_us": sized.wide_sum_us})
+            cells.append(f"rs_wide={sized.wide_sum_us:.2f}")
             for name, layout in read_sums():
-                us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1, replays=20)
+                us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1,
+                               replays=20)
                 points.append({"dtype": str(dtype), "batch": batch, "variant": name, "k": 1,
                                "us": us, "pct_sized": 100 * sized.us / us})
                 cells.append(f"{name}={us:.2f}")
