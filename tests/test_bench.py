@@ -93,15 +93,6 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
                           torch.log(want), rtol=0, atol=1e-5)
     with pytest.raises(InvalidArgument, match="work='max' is invalid"):
         rs.read_sum(y, work="max")
-    for prefetch in (1, 2):                       # tiles in flight in registers; a chunk of one
-        for splits in (1, 3, 40):                 # tile, and rows of no whole tile at all
-            got = rs.read_sum(x.float(), splits=splits, prefetch=prefetch)
-            assert torch.allclose(got.double(), x.float().double().sum(-1), rtol=0, atol=1e-2)
-        short = x[:, :100].float()
-        assert torch.allclose(rs.read_sum(short, prefetch=prefetch).double(),
-                              short.double().sum(-1), rtol=0, atol=1e-3)
-    with pytest.raises(InvalidArgument, match="prefetch=1 is invalid"):
-        rs.read_sum(y, prefetch=1, stages=3)
 
 
 def test_json_and_plot_are_written_whole(tmp_path):

@@ -41,34 +41,9 @@ def _fold_work(x, m, acc, WORK: tl.constexpr):
 
 
 @triton.jit
-def _prefetched_sum(x_row, tile, start, full_stop, acc, BLOCK: tl.constexpr,
-                    PREFETCH: tl.constexpr):
-    """The whole tiles' sum with PREFETCH (1 or 2) tiles loaded into registers ahead of the one
-    summed, no shared memory and no barrier (for the tuning sweep: a register double buffer
-    against Triton's pipeline). Past the last whole tile it loads that tile again (an L2 hit),
-    never past it."""
-    last = tl.maximum(full_stop - BLOCK, start)
-    a = tl.load(x_row + start + tile, mask=start + tile < full_stop, other=0.0)
-    if PREFETCH == 2:
-        nxt = tl.minimum(start + BLOCK, last)
-        b = tl.load(x_row + nxt + tile, mask=nxt + tile < full_stop, other=0.0)
-        for off in range(start, full_stop, BLOCK):
-            x = a
-            a = b
-            b = tl.load(x_row + tl.minimum(off + 2 * BLOCK, last) + tile)
-            acc += tl.sum(x.to(tl.float32), 0)
-    else:
-        for off in range(start, full_stop, BLOCK):
-            x = a
-            a = tl.load(x_row + tl.minimum(off + BLOCK, last) + tile)
-            acc += tl.sum(x.to(tl.float32), 0)
-    return acc
-
-
-@triton.jit
 def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
                      LANES: tl.constexpr, SPLIT: tl.constexpr, STAGES: tl.constexpr,
-                     WORK: tl.constexpr, PREFETCH: tl.constexpr):
+                     WORK: tl.constexpr):
     row = tl.program_id(0)
     start = tl.program_id(1) * CHUNK
     stop = tl.minimum(start + CHUNK, V)
@@ -78,9 +53,7 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
     acc = tl.zeros([LANES], tl.float32)
     full_stop = start + (stop - start) // (ROWS * LANES) * (ROWS * LANES)
     if WORK == 0:                     # the ceiling: nothing but the sum
-        if PREFETCH > 0:
-            acc = _prefetched_sum(x_row, tile, start, full_stop, acc, ROWS * LANES, PREFETCH)
-        elif STAGES > 0:
+        if STAGES > 0:
             for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
                 acc += tl.sum(tl.load(x_row + off + tile).to(tl.float32), 0)
         else:
@@ -110,26 +83,21 @@ def _read_sum_kernel(x_ptr, stride_row, V, CHUNK, out_ptr, ROWS: tl.constexpr,
 
 
 def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WARPS,
-             stages: int = 0, rows: int = ROWS, work: str = "sum",
-             prefetch: int = 0) -> torch.Tensor:
+             stages: int = 0, rows: int = ROWS, work: str = "sum") -> torch.Tensor:
     """``x.float().sum(-1)`` (up to summation order), reading ``x`` once: ``[B]`` float32.
     ``splits`` (programs a row), ``num_warps``, ``rows`` (the tile's height) and ``stages``
     (software pipelining, as the fused kernel's knob) override the layout; the bench uses the
     defaults, the tuning sweep times others to tell the fused kernel's own work from its
     layout's cost. ``work`` "exp" sums
     e^x instead, "softmax" returns log(sum e^x) by the online softmax (exact only with one
-    program a row): how much of that own work the exp and the running max are. ``prefetch``
-    (1 or 2, with ``work`` "sum" and no ``stages``) keeps that many tiles in flight in registers
-    instead of Triton's shared-memory pipeline."""
+    program a row): how much of that own work the exp and the running max are (GPU run 11,
+    docs/kernel-notes.md)."""
     from equiv.errors import InvalidArgument
     from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
 
     works = {"sum": 0, "exp": 1, "softmax": 2}
     if work not in works:
         raise InvalidArgument(f"work={work!r} is invalid: give one of {', '.join(works)}")
-    if prefetch not in (0, 1, 2) or (prefetch and (stages or work != "sum")):
-        raise InvalidArgument(f"prefetch={prefetch} is invalid: give 0, or 1 or 2 with work='sum' "
-                              "and no stages")
 
     batch, vocab = x.shape
     if x.stride(1) != 1:
@@ -148,7 +116,7 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
     out = (torch.zeros if splits > 1 else torch.empty)(batch, dtype=torch.float32, device=x.device)
     _read_sum_kernel[(batch, splits)](x, x.stride(0), vocab, chunk, out, ROWS=rows, LANES=lanes,
                                       SPLIT=splits > 1, STAGES=stages, WORK=works[work],
-                                      PREFETCH=prefetch, num_warps=num_warps)
+                                      num_warps=num_warps)
     return out
 
 

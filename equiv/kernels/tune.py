@@ -44,8 +44,10 @@ def variants():
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
-            ("wide_ns0", {**wide, "stages": 0}, 1),          # run 10: no shared-memory pipeline,
-            ("wide_ns2", {**wide, "stages": 2}, 1),          # so no barrier a tile
+            ("wide_lag", {**wide, "lag": True}, 1),          # run 12: the terms a tile behind
+            ("lag", {"lag": True}, 1),                       # the max (B >= 256: index 3);
+            ("lag_cap64", {"lag": True, "maxnreg": 64}, 1),  # uncapped (80 registers) bf16
+            # B = 1024 would run past one wave
             ("default_again", {}, 1)]
 
 
@@ -55,13 +57,11 @@ def read_sums():
     pipelined, so a gap between the fused kernel and
     the read-sum splits into what the layout costs and what the kernel's own work does; in the
     wide layout also with an exp a logit and with the online softmax (no index), so the own
-    work splits into the exp, the running max and the index, and with 1 or 2 tiles in flight in
-    registers instead of the shared-memory pipeline (not run yet: the next GPU run)."""
+    work splits into the exp, the running max and the index (GPU run 11; run 11 also timed 1
+    or 2 tiles in flight in registers instead of the pipeline: slower, and gone)."""
     wide = {"splits": 1, "num_warps": 8, "stages": 3}
     return [("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
             ("rs_wide_softmax", {**wide, "work": "softmax"}),  # + the running max and rescale
-            ("rs_wide_pf1", {**wide, "stages": 0, "prefetch": 1}),  # registers, no pipeline:
-            ("rs_wide_pf2", {**wide, "stages": 0, "prefetch": 2}),  # 1 or 2 tiles in flight
             ("rs_wide_r2_ns5", {**wide, "stages": 5, "rows": 2}),
             ("rs_ns3", {"stages": 3})]
 
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     for name, (n_regs, spills, shared) in sorted(
             {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
              f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
-             f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
+             f"evict={c.evict or '-'} lag={int(c.lag)}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
         print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
     if argv:
         with open(argv[0], "w") as f:
