@@ -45,7 +45,6 @@ LAYOUTS = {
     "b64_one_chunk_cap1": with_layout(block=64, splits=1, cap=1),
     "b512_r4_s5_fused_idx3": with_layout(block=512, rows=4, splits=5, combine="fused", index=3),
     "b512_r4_s3_idx3_ns3": with_layout(block=512, rows=4, splits=3, index=3, stages=3),
-    "b512_r4_s2_idx3_lag": with_layout(block=512, rows=4, splits=2, index=3, lag=True),
 }
 
 

@@ -201,72 +201,26 @@ def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC:
 
 
 @triton.jit
-def _fold_thread_lagged(x, off, m, s, at, prev, ROWS: tl.constexpr, LANES: tl.constexpr,
-                        VEC: tl.constexpr):
-    """Index mode 3 with the terms one tile behind (``lag``): this tile's max, and the previous
-    tile's terms against the running max that already holds that tile's max. The two do not
-    depend on each other, so a thread interleaves its max (FMNMX) with its exps (MUFU) instead
-    of waiting for the max before the first exp. ``prev`` is the previous tile as loaded (the
-    first call gets one of -inf: terms 0); the caller adds the last tile's terms after the loop
-    (``_lagged_terms``). Returns this tile for the next call."""
-    x = tl.reshape(x, (ROWS, LANES // VEC, VEC))
-    xf = x.to(tl.float32)
-    if INTERPRETED_NAN_GUARD:
-        x_cmp = tl.where(xf == xf, xf, float("-inf"))
-    else:
-        x_cmp = xf
-    t_max = tl.max(tl.max(x_cmp, 2), 0)
-    gt = t_max > m                                   # NaN never wins: m is never NaN
-    m_new = tl.where(gt, t_max, m)
-    at = tl.where(gt, off, at)
-    m_c = _clamp(m)
-    s = (s + _lagged_terms(prev, m_c)) * _exp_below(m_c, _clamp(m_new))
-    return m_new, s, at, x
-
-
-@triton.jit
-def _lagged_terms(prev, m_c):
-    """The sum over a thread's elements of a tile of e^(x - m_c), m_c its clamped running max."""
-    return tl.sum(tl.sum(_exp_below(prev.to(tl.float32), m_c[None, :, None]), 2), 0)
-
-
-@triton.jit
 def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                  EVICT: tl.constexpr, LAG: tl.constexpr):
+                  EVICT: tl.constexpr):
     """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1), over
     the kernel's ROWS x LANES ``tile`` offsets. The index: the tile where each thread's max last
-    rose, re-read after the loop by the threads that hold M (as mode 2). LAG: the terms one tile
-    behind the max (``_fold_thread_lagged``)."""
+    rose, re-read after the loop by the threads that hold M (as mode 2)."""
     m = tl.full([LANES // VEC], float("-inf"), tl.float32)
     s = tl.zeros([LANES // VEC], tl.float32)
     at = tl.zeros([LANES // VEC], tl.int32) + start
-    if LAG:
-        prev = tl.full([ROWS, LANES // VEC, VEC], float("-inf"), x_row.dtype.element_ty)
-        if STAGES > 0:
-            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-                m, s, at, prev = _fold_thread_lagged(x, off, m, s, at, prev, ROWS, LANES, VEC)
-        else:
-            for off in range(start, full_stop, ROWS * LANES):
-                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-                m, s, at, prev = _fold_thread_lagged(x, off, m, s, at, prev, ROWS, LANES, VEC)
-        if full_stop < stop:
-            x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-            m, s, at, prev = _fold_thread_lagged(x, full_stop, m, s, at, prev, ROWS, LANES, VEC)
-        s += _lagged_terms(prev, _clamp(m))
+    if STAGES > 0:
+        for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     else:
-        if STAGES > 0:
-            for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
-                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-                m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
-        else:
-            for off in range(start, full_stop, ROWS * LANES):
-                x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-                m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
-        if full_stop < stop:
-            x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-            m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC)
+        for off in range(start, full_stop, ROWS * LANES):
+            x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
+    if full_stop < stop:
+        x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
+        m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC)
     M = tl.max(m, 0)
     # The re-read is issued before the sum's reduction, so its round trip overlaps it.
     offs = at[None, :, None] + tl.reshape(tile, (ROWS, LANES // VEC, VEC))
@@ -388,7 +342,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr, LAG: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -409,7 +363,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
         M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
-                                  CACHE, EVICT, LAG)
+                                  CACHE, EVICT)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -507,8 +461,7 @@ class KernelConfig:
     software-pipeline the main loop over that many tiles (``tl.range(num_stages=...)``; on
     Hopper asynchronous copies into (stages - 1) tiles of shared memory), ``cache`` and
     ``evict`` are tl.load's cache modifier (".cg": not in L1) and eviction policy
-    ("evict_first") on the main loop's loads. ``lag`` (k = 1, index 3 only; k > 1 ignores it, as
-    the index) takes a tile's terms one tile after its max (v8, GPU run 12)."""
+    ("evict_first") on the main loop's loads."""
 
     rows: int
     lanes: int
@@ -523,7 +476,6 @@ class KernelConfig:
     stages: int = 0
     cache: str = ""
     evict: str = ""
-    lag: bool = False
 
     @property
     def block(self) -> int:
@@ -614,7 +566,7 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default", stages=None, cache="", evict="", lag=False) -> KernelConfig:
+                  maxnreg="default", stages=None, cache="", evict="") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -695,14 +647,12 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         problem = f"cap={cap} is invalid: give a power of two (1 forces the second pass)"
     elif stages < 0 or (stages and prefetch):
         problem = f"stages={stages} is invalid: give 0 (no pipelining) or > 0 without prefetch"
-    elif lag and k == 1 and mode != 3:
-        problem = f"lag={lag} is invalid with index {mode}: give index=3 (or leave lag out)"
     if problem:
         from equiv.errors import InvalidArgument
 
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
-                        cap, cap_regs, stages, cache, evict, bool(lag) and k == 1)
+                        cap, cap_regs, stages, cache, evict)
 
 
 _COUNTERS: dict = {}
@@ -763,7 +713,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
-        VEC=max(1, min(16 // logits.element_size(), config.lanes)), LAG=config.lag,
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

@@ -36,18 +36,15 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. GPU runs 6-9
+    """(name, layout, k): the defaults twice, then one change at a time from them. GPU runs 6-12
     timed in the wide layout of B = 256: the ragged tile loaded first (6), index modes 1-2 and
     the load knobs (7), bfloat16 read as int32 pairs (8), the winning tile kept in registers
-    (index mode 4, 9); none beat the default and their knobs are gone from the kernel (see
-    docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
+    (index mode 4, 9), a tile's terms one tile after its max (12); none beat the default and
+    their knobs are gone from the kernel (see docs/kernel-notes.md, v8). The sweep keeps the
+    closest runner-up, a tile of 2 rows."""
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
-            ("wide_lag", {**wide, "lag": True}, 1),          # run 12: the terms a tile behind
-            ("lag", {"lag": True}, 1),                       # the max (B >= 256: index 3);
-            ("lag_cap64", {"lag": True, "maxnreg": 64}, 1),  # uncapped (80 registers) bf16
-            # B = 1024 would run past one wave
             ("default_again", {}, 1)]
 
 
@@ -147,7 +144,7 @@ def main(argv=None) -> int:
     for name, (n_regs, spills, shared) in sorted(
             {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
              f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
-             f"evict={c.evict or '-'} lag={int(c.lag)}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
+             f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
         print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
     if argv:
         with open(argv[0], "w") as f:
