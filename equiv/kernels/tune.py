@@ -1,8 +1,9 @@
-"""The variant sweep behind docs/kernel-notes.md: ``python -m equiv.kernels.tune [OUT.json]``.
+"""The variant sweep behind docs/kernel-notes.md: ``python -m equiv.kernels.tune [OUT.json]``
+(``--batch`` / ``--vocab`` for other shapes, ``--help``).
 
 Plan: on one GPU, under the timing protocol of ``equiv/bench.py`` (CUDA-graph replays over
 buffers that exceed twice the L2, median per call), time for float32 and bfloat16 at
-B = 1, 8, 64, 256, 1024, V = 129280:
+B = 1, 8, 64, 256, 1024, V = 129280 (or the ``--batch`` and ``--vocab`` given):
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
   (``equiv/kernels/read_sum.py``) of the same buffers in both layouts, and the read-sum's
   diagnostic variants (``read_sums``);
@@ -82,6 +83,10 @@ def _warm_one(job):
     return job[:2]
 
 
+def _ints(text: str) -> tuple:
+    return tuple(int(t) for t in text.split(","))
+
+
 def warm(processes: int, names=None) -> None:
     """Compile every (variant, dtype, B) once, spread over ``processes`` (Triton's disk cache);
     ``names`` limits it to those variants (``default,k4,k8`` before an ``equiv bench``)."""
@@ -97,57 +102,67 @@ def main(argv=None) -> int:
     from equiv.kernels import fused_softmax_topk as fk
     from equiv.kernels.read_sum import read_sum
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] in (["--warm"], ["--warm-only"]):
-        warm(int(argv[1]))
-        if argv[0] == "--warm-only":          # compile only, e.g. beside the GPU tests
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m equiv.kernels.tune")
+    parser.add_argument("--warm", type=int, metavar="N", help="compile in N processes first")
+    parser.add_argument("--warm-only", type=int, metavar="N", help="compile in N processes, exit")
+    parser.add_argument("--batch", type=_ints, default=BATCHES, help="e.g. 256,1024")
+    parser.add_argument("--vocab", type=_ints, default=(VOCAB,),
+                        help="e.g. 64640,129280,258560: how the kernel's extra time over a plain "
+                             "read grows with V at a fixed layout (a cost of the loop grows, a "
+                             "cost of the program's ends does not)")
+    parser.add_argument("out", nargs="?", help="the points as JSON")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.warm or args.warm_only:       # same kernels at every V here (all divisible by 16)
+        warm(args.warm or args.warm_only)
+        if args.warm_only:                # compile only, e.g. beside the GPU tests
             return 0
-        argv = argv[2:]
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     ceiling, how = read_ceiling()
     print(f"ceiling {ceiling:.0f} GB/s ({how}); defaults: rows {fk.GPU_ROWS}, warps {fk.GPU_WARPS}, "
           f"index 1 under {fk.REREAD_TILES} tiles a program, else 2; prefetch {fk.GPU_PREFETCH}; "
           f"maxnreg {fk.MAXNREG}; small batches {fk.SMALL_BATCH}", flush=True)
     points = []
-    for dtype in DTYPES:
-        for batch in BATCHES:
-            bufs = make_buffers(batch, VOCAB, dtype, l2)
-            nbytes = bufs[0].numel() * bufs[0].element_size()
-            sized = sized_ceiling(bufs, str(dtype)[6:], replays=20)
-            cells = [f"torch_sum={sized.torch_sum_us:.2f} triton_sum={sized.triton_sum_us:.2f}"]
-            points.append({"dtype": str(dtype), "batch": batch, "variant": "sized", "k": 1,
-                           "us": sized.us, "torch_sum_us": sized.torch_sum_us,
-                           "triton_sum_us": sized.triton_sum_us,
-                           "wide_sum_us": sized.wide_sum_us})
-            cells.append(f"rs_wide={sized.wide_sum_us:.2f}")
-            for name, layout in read_sums():
-                us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1,
-                               replays=20)
-                points.append({"dtype": str(dtype), "batch": batch, "variant": name, "k": 1,
-                               "us": us, "pct_sized": 100 * sized.us / us})
-                cells.append(f"{name}={us:.2f}")
-            for name, layout, k in variants():
-                try:
-                    us = time_path(with_layout(**layout), bufs, k, replays=20)
-                except Exception as exc:          # one broken variant must not end the sweep
-                    cells.append(f"{name}=ERROR")
-                    print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                    continue
-                pct = 100 * nbytes / (us * 1e-6) / 1e9 / ceiling
-                points.append({"dtype": str(dtype), "batch": batch, "variant": name, "k": k,
-                               "us": us, "pct_ceiling": pct, "pct_sized": 100 * sized.us / us})
-                cells.append(f"{name}={us:.2f}")
-            print(f"{str(dtype)[6:]:8} B={batch:<5} " + " ".join(cells), flush=True)
-            del bufs
-            torch.cuda.empty_cache()
+    for dtype, vocab, batch in ((d, v, b) for d in DTYPES for v in args.vocab for b in args.batch):
+        bufs = make_buffers(batch, vocab, dtype, l2)
+        nbytes = bufs[0].numel() * bufs[0].element_size()
+        sized = sized_ceiling(bufs, str(dtype)[6:], replays=20)
+        cells = [f"torch_sum={sized.torch_sum_us:.2f} triton_sum={sized.triton_sum_us:.2f}"]
+        points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": "sized", "k": 1,
+                       "us": sized.us, "torch_sum_us": sized.torch_sum_us,
+                       "triton_sum_us": sized.triton_sum_us,
+                       "wide_sum_us": sized.wide_sum_us})
+        cells.append(f"rs_wide={sized.wide_sum_us:.2f}")
+        for name, layout in read_sums():
+            us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1,
+                           replays=20)
+            points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": name,
+                           "k": 1, "us": us, "pct_sized": 100 * sized.us / us})
+            cells.append(f"{name}={us:.2f}")
+        for name, layout, k in variants():
+            try:
+                us = time_path(with_layout(**layout), bufs, k, replays=20)
+            except Exception as exc:          # one broken variant must not end the sweep
+                cells.append(f"{name}=ERROR")
+                print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                continue
+            pct = 100 * nbytes / (us * 1e-6) / 1e9 / ceiling
+            points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": name, "k": k,
+                           "us": us, "pct_ceiling": pct, "pct_sized": 100 * sized.us / us})
+            cells.append(f"{name}={us:.2f}")
+        print(f"{str(dtype)[6:]:8} B={batch:<5} " + (f"V={vocab} " if vocab != VOCAB else "")
+              + " ".join(cells), flush=True)
+        del bufs
+        torch.cuda.empty_cache()
     regs = {f"{e}B k={k} {c}": list(v) for (e, k, c), v in fk.REGS_SEEN.items()}
     for name, (n_regs, spills, shared) in sorted(
             {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
              f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
              f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
         print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
-    if argv:
-        with open(argv[0], "w") as f:
+    if args.out:
+        with open(args.out, "w") as f:
             json.dump({"ceiling_gbps": ceiling, "points": points, "regs": regs}, f, indent=1)
     return 0
 
