@@ -46,6 +46,9 @@ def variants():
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
+            ("wide_poly1", {**wide, "poly": 1}, 1),          # run 15: a quarter / a half of the
+            ("wide_poly2", {**wide, "poly": 2}, 1),          # exps on the FMA pipe
+            ("poly1", {"poly": 1}, 1),                       # (B >= 256: index 3)
             ("default_again", {}, 1)]
 
 
@@ -159,7 +162,7 @@ def main(argv=None) -> int:
     for name, (n_regs, spills, shared) in sorted(
             {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
              f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
-             f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
+             f"evict={c.evict or '-'} poly={c.poly}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
         print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
     if args.out:
         with open(args.out, "w") as f:
