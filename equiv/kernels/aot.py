@@ -93,7 +93,7 @@ def main_loop(sass: str) -> list[str]:
 def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps: int = 4,
                    index: int = 1, prefetch: bool = True, one_chunk: bool = True,
                    cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None,
-                   stages: int = 0, cache: str = "", evict: str = "", poly: int = 0) -> Compiled:
+                   stages: int = 0, cache: str = "", evict: str = "") -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -109,7 +109,7 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     consts = dict(ONE_CHUNK=one_chunk, S_PAD=16, K=k, K_PAD=k_pad, ROWS=rows, LANES=lanes,
                   FUSED_COMBINE=not one_chunk, INDEX=index if k == 1 else 0, PREFETCH=prefetch,
                   CAP=cap, NCOL_PAD=ncol_pad if k > 1 else 1, STAGES=stages, CACHE=cache, EVICT=evict,
-                  VEC=16 // elem, POLY=poly)
+                  VEC=16 // elem)
     names = list(fk._draft_topk_kernel.arg_names)
     sig = {n: ("constexpr" if n in consts else types[n]) for n in names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(names)

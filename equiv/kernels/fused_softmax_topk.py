@@ -177,59 +177,7 @@ def _fold(x, off, rows, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr,
 
 
 @triton.jit
-def _exp2_poly(y):
-    """2^y for y <= 0 on the FMA pipe (no MUFU op): y rounded to an integer j (by adding 1.5 *
-    2^23), 2^(y - j) by a degree-5 polynomial on [-0.5, 0.5] (relative error 2.3e-7 evaluated in
-    float32, about MUFU.EX2's), times 2^j built from j's bits. Below -125 it returns 0 (a term
-    under 2^-125 of the running max); NaN stays NaN (the max propagates it, the last product
-    keeps it)."""
-    yc = tl.maximum(y, -125.0, propagate_nan=tl.PropagateNan.ALL)
-    t = yc + 12582912.0
-    f = yc - (t - 12582912.0)
-    p = tl.fma(f, 0.001327647129073739, 0.009675540961325169)
-    p = tl.fma(p, f, 0.05550713092088699)
-    p = tl.fma(p, f, 0.24022120237350464)
-    p = tl.fma(p, f, 0.6931469440460205)
-    p = tl.fma(p, f, 1.0000001192092896)
-    scale = ((t.to(tl.int32, bitcast=True) + 127) << 23).to(tl.float32, bitcast=True)
-    return tl.where(y < -125.0, 0.0, p * scale)
-
-
-@triton.jit
-def _exp2_poly_kernel(y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offs, _exp2_poly(tl.load(y_ptr + offs, mask=offs < n)), mask=offs < n)
-
-
-def exp2_poly(y: torch.Tensor) -> torch.Tensor:
-    """``_exp2_poly`` elementwise over a float32 tensor (for its accuracy test)."""
-    y = y.contiguous()
-    out = torch.empty_like(y)
-    _exp2_poly_kernel[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
-    return out
-
-
-@triton.jit
-def _thread_terms(x, m_c, POLY: tl.constexpr):
-    """Per thread, the sum of e^(x - m_c) over its ROWS x VEC elements of a tile. POLY 0: every
-    exp on MUFU; 1 (2): a quarter (a half) of them, every fourth (second) element of a thread's
-    VEC, on the FMA pipe (``_exp2_poly``), so the SM's 16 MUFU lanes a cycle carry less."""
-    y = (x - m_c[None, :, None]) * LOG2E
-    if POLY == 0:
-        return tl.sum(tl.sum(tl.exp2(y), 2), 0)
-    halves = tl.reshape(y, (y.shape[0], y.shape[1], y.shape[2] // 4, 2, 2))
-    a, b = tl.split(halves)
-    if POLY == 1:
-        a_mufu, a_fma = tl.split(a)
-        t = tl.sum(tl.sum(tl.sum(tl.exp2(b), 3), 2), 0) + tl.sum(tl.sum(tl.exp2(a_mufu), 2), 0)
-        return t + tl.sum(tl.sum(_exp2_poly(a_fma), 2), 0)
-    return (tl.sum(tl.sum(tl.sum(tl.exp2(b), 3), 2), 0)
-            + tl.sum(tl.sum(tl.sum(_exp2_poly(a), 3), 2), 0))
-
-
-@triton.jit
-def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr,
-                 POLY: tl.constexpr = 0):
+def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC: tl.constexpr):
     """Index mode 3: fold one loaded ROWS x LANES tile into per-thread state, one (m, s, at) for
     all the ROWS x VEC elements a thread holds (modes 0-2 keep one per lane, VEC per thread).
     The tile is viewed as ROWS x THREADS x VEC: the view keeps the load's layout (VEC consecutive
@@ -247,10 +195,7 @@ def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC:
     m_new = tl.where(gt, t_max, m)
     at = tl.where(gt, off, at)
     m_c = _clamp(m_new)
-    if POLY == 0:
-        t_sum = tl.sum(tl.sum(_exp_below(x, m_c[None, :, None]), 2), 0)
-    else:
-        t_sum = _thread_terms(x, m_c, POLY)
+    t_sum = tl.sum(tl.sum(_exp_below(x, m_c[None, :, None]), 2), 0)
     s = tl.fma(s, _exp_below(_clamp(m), m_c), t_sum)
     return m_new, s, at
 
@@ -258,7 +203,7 @@ def _fold_thread(x, off, m, s, at, ROWS: tl.constexpr, LANES: tl.constexpr, VEC:
 @triton.jit
 def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES: tl.constexpr,
                   VEC: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                  EVICT: tl.constexpr, POLY: tl.constexpr):
+                  EVICT: tl.constexpr):
     """(M, S, first index of M) of the chunk with per-thread state (index mode 3, k = 1), over
     the kernel's ROWS x LANES ``tile`` offsets. The index: the tile where each thread's max last
     rose, re-read after the loop by the threads that hold M (as mode 2)."""
@@ -268,14 +213,14 @@ def _thread_chunk(x_row, tile, start, stop, full_stop, ROWS: tl.constexpr, LANES
     if STAGES > 0:
         for off in tl.range(start, full_stop, ROWS * LANES, num_stages=STAGES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC, POLY)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     else:
         for off in range(start, full_stop, ROWS * LANES):
             x = _load_tile(x_row, off + tile, stop, False, CACHE, EVICT)
-            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC, POLY)
+            m, s, at = _fold_thread(x, off, m, s, at, ROWS, LANES, VEC)
     if full_stop < stop:
         x = _load_tile(x_row, full_stop + tile, stop, True, CACHE, EVICT)
-        m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC, POLY)
+        m, s, at = _fold_thread(x, full_stop, m, s, at, ROWS, LANES, VEC)
     M = tl.max(m, 0)
     # The re-read is issued before the sum's reduction, so its round trip overlaps it.
     offs = at[None, :, None] + tl.reshape(tile, (ROWS, LANES // VEC, VEC))
@@ -397,7 +342,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
                        LANES: tl.constexpr, FUSED_COMBINE: tl.constexpr,
                        INDEX: tl.constexpr, PREFETCH: tl.constexpr, CAP: tl.constexpr,
                        NCOL_PAD: tl.constexpr, STAGES: tl.constexpr, CACHE: tl.constexpr,
-                       EVICT: tl.constexpr, VEC: tl.constexpr, POLY: tl.constexpr):
+                       EVICT: tl.constexpr, VEC: tl.constexpr):
     """One program: the chunk ``program_id(1)`` of the row ``program_id(0)`` (the plan's steps),
     with v7's load knobs (``KernelConfig.stages`` / ``cache`` / ``evict``): the main loop
     software-pipelined over STAGES tiles, a cache modifier and an eviction policy on its loads.
@@ -418,7 +363,7 @@ def _draft_topk_kernel(x_ptr, stride_row, V, CHUNK, SPLITS, p_ptr, idx_ptr,
     rank = tl.arange(0, K_PAD)
     if INDEX == 3:                                     # k = 1, per-thread state
         M, S, top = _thread_chunk(x_row, tile, start, stop, full_stop, ROWS, LANES, VEC, STAGES,
-                                  CACHE, EVICT, POLY)
+                                  CACHE, EVICT)
         list_v = tl.full([K_PAD], float("-inf"), tl.float32)
         list_j = tl.full([K_PAD], BIG_INDEX, tl.int32)
     else:
@@ -516,8 +461,7 @@ class KernelConfig:
     software-pipeline the main loop over that many tiles (``tl.range(num_stages=...)``; on
     Hopper asynchronous copies into (stages - 1) tiles of shared memory), ``cache`` and
     ``evict`` are tl.load's cache modifier (".cg": not in L1) and eviction policy
-    ("evict_first") on the main loop's loads. ``poly`` (k = 1, index 3; k > 1 ignores it, as the
-    index) takes a quarter (1) or a half (2) of the exps on the FMA pipe (GPU run 15)."""
+    ("evict_first") on the main loop's loads."""
 
     rows: int
     lanes: int
@@ -532,7 +476,6 @@ class KernelConfig:
     stages: int = 0
     cache: str = ""
     evict: str = ""
-    poly: int = 0
 
     @property
     def block(self) -> int:
@@ -623,7 +566,7 @@ def split_rows(batch: int, slots: int) -> int:
 def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *, block=None,
                   rows=None, splits=None, num_warps=None, combine="fused",
                   programs_per_sm=None, index=None, prefetch=None, cap=None,
-                  maxnreg="default", stages=None, cache="", evict="", poly=0) -> KernelConfig:
+                  maxnreg="default", stages=None, cache="", evict="") -> KernelConfig:
     """One wave of programs over the machine (``split_rows``): the programs that fit on an SM
     (``resident_per_sm``, or ``programs_per_sm``) x its SMs, or ``INTERP_PROGRAMS`` under the
     interpreter. k = 1 finds the row of its max in the loop (index 1) in short programs and by
@@ -704,14 +647,12 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
         problem = f"cap={cap} is invalid: give a power of two (1 forces the second pass)"
     elif stages < 0 or (stages and prefetch):
         problem = f"stages={stages} is invalid: give 0 (no pipelining) or > 0 without prefetch"
-    elif poly not in (0, 1, 2) or (poly and k == 1 and mode != 3):
-        problem = f"poly={poly} is invalid here (index {mode}): give 0, or 1 or 2 with index=3"
     if problem:
         from equiv.errors import InvalidArgument
 
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
-                        cap, cap_regs, stages, cache, evict, poly if k == 1 else 0)
+                        cap, cap_regs, stages, cache, evict)
 
 
 _COUNTERS: dict = {}
@@ -772,7 +713,7 @@ def draft_topk(logits: torch.Tensor, k: int, config: KernelConfig | None = None)
         # No fp fusion, as since v4: from v6 on no product feeds an add in the loop, so it
         # should change nothing there (kept; not timed without it).
         STAGES=config.stages, CACHE=config.cache, EVICT=config.evict,
-        VEC=max(1, min(16 // logits.element_size(), config.lanes)), POLY=config.poly,
+        VEC=max(1, min(16 // logits.element_size(), config.lanes)),
         num_warps=config.num_warps, enable_fp_fusion=False,
         **({"maxnreg": config.maxnreg} if config.maxnreg and not INTERPRETED else {}))
     if getattr(compiled, "n_regs", None) is not None:   # what ptxas gave, for the sweep's report

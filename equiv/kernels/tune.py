@@ -37,18 +37,15 @@ DTYPES = (torch.float32, torch.bfloat16)
 
 
 def variants():
-    """(name, layout, k): the defaults twice, then one change at a time from them. GPU runs 6-12
+    """(name, layout, k): the defaults twice, then one change at a time from them. GPU runs 6-15
     timed in the wide layout of B = 256: the ragged tile loaded first (6), index modes 1-2 and
     the load knobs (7), bfloat16 read as int32 pairs (8), the winning tile kept in registers
-    (index mode 4, 9), a tile's terms one tile after its max (12); none beat the default and
-    their knobs are gone from the kernel (see docs/kernel-notes.md, v8). The sweep keeps the
-    closest runner-up, a tile of 2 rows."""
+    (index mode 4, 9), a tile's terms one tile after its max (12), part of the exps on the FMA
+    pipe (15); none beat the default and their knobs are gone from the kernel (see
+    docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
     wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
-            ("wide_poly1", {**wide, "poly": 1}, 1),          # run 15: a quarter / a half of the
-            ("wide_poly2", {**wide, "poly": 2}, 1),          # exps on the FMA pipe
-            ("poly1", {"poly": 1}, 1),                       # (B >= 256: index 3)
             ("default_again", {}, 1)]
 
 
@@ -162,7 +159,7 @@ def main(argv=None) -> int:
     for name, (n_regs, spills, shared) in sorted(
             {f"{e}B k={k} rows={c.rows} w={c.num_warps} idx={c.index} pf={int(c.prefetch)} "
              f"cap={c.cap} maxnreg={c.maxnreg} stages={c.stages} cache={c.cache or '-'} "
-             f"evict={c.evict or '-'} poly={c.poly}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
+             f"evict={c.evict or '-'}": v for (e, k, c), v in fk.REGS_SEEN.items()}.items()):
         print(f"regs {name}: {n_regs} (spills {spills}, shared {shared} B)")
     if args.out:
         with open(args.out, "w") as f:
