@@ -23,6 +23,7 @@ writes every point as JSON.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -83,7 +84,8 @@ def _warm_one(job):
     return job[:2]
 
 
-def _ints(text: str) -> tuple:
+def comma_ints(text: str) -> tuple:
+    """``"256,1024"`` -> ``(256, 1024)`` (argparse names this function in its error)."""
     return tuple(int(t) for t in text.split(","))
 
 
@@ -102,19 +104,17 @@ def main(argv=None) -> int:
     from equiv.kernels import fused_softmax_topk as fk
     from equiv.kernels.read_sum import read_sum
 
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m equiv.kernels.tune")
     parser.add_argument("--warm", type=int, metavar="N", help="compile in N processes first")
     parser.add_argument("--warm-only", type=int, metavar="N", help="compile in N processes, exit")
-    parser.add_argument("--batch", type=_ints, default=BATCHES, help="e.g. 256,1024")
-    parser.add_argument("--vocab", type=_ints, default=(VOCAB,),
+    parser.add_argument("--batch", type=comma_ints, default=BATCHES, help="e.g. 256,1024")
+    parser.add_argument("--vocab", type=comma_ints, default=(VOCAB,),
                         help="e.g. 64640,129280,258560: how the kernel's extra time over a plain "
                              "read grows with V at a fixed layout (a cost of the loop grows, a "
                              "cost of the program's ends does not)")
     parser.add_argument("out", nargs="?", help="the points as JSON")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.warm or args.warm_only:       # same kernels at every V here (all divisible by 16)
+    if args.warm or args.warm_only:       # at V = 129280; a V divisible by 16 reuses its kernels
         warm(args.warm or args.warm_only)
         if args.warm_only:                # compile only, e.g. beside the GPU tests
             return 0
@@ -124,21 +124,22 @@ def main(argv=None) -> int:
           f"index 1 under {fk.REREAD_TILES} tiles a program, else 2; prefetch {fk.GPU_PREFETCH}; "
           f"maxnreg {fk.MAXNREG}; small batches {fk.SMALL_BATCH}", flush=True)
     points = []
-    for dtype, vocab, batch in ((d, v, b) for d in DTYPES for v in args.vocab for b in args.batch):
+    shapes = ((d, v, b) for d in DTYPES for v in args.vocab for b in args.batch)
+    for dtype, vocab, batch in shapes:
         bufs = make_buffers(batch, vocab, dtype, l2)
         nbytes = bufs[0].numel() * bufs[0].element_size()
         sized = sized_ceiling(bufs, str(dtype)[6:], replays=20)
         cells = [f"torch_sum={sized.torch_sum_us:.2f} triton_sum={sized.triton_sum_us:.2f}"]
-        points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": "sized", "k": 1,
-                       "us": sized.us, "torch_sum_us": sized.torch_sum_us,
-                       "triton_sum_us": sized.triton_sum_us,
+        point = {"dtype": str(dtype), "batch": batch, "vocab": vocab}
+        points.append({**point, "variant": "sized", "k": 1, "us": sized.us,
+                       "torch_sum_us": sized.torch_sum_us, "triton_sum_us": sized.triton_sum_us,
                        "wide_sum_us": sized.wide_sum_us})
         cells.append(f"rs_wide={sized.wide_sum_us:.2f}")
         for name, layout in read_sums():
             us = time_path(lambda x, k, layout=layout: read_sum(x, **layout), bufs, 1,
                            replays=20)
-            points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": name,
-                           "k": 1, "us": us, "pct_sized": 100 * sized.us / us})
+            points.append({**point, "variant": name, "k": 1, "us": us,
+                           "pct_sized": 100 * sized.us / us})
             cells.append(f"{name}={us:.2f}")
         for name, layout, k in variants():
             try:
@@ -148,8 +149,8 @@ def main(argv=None) -> int:
                 print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 continue
             pct = 100 * nbytes / (us * 1e-6) / 1e9 / ceiling
-            points.append({"dtype": str(dtype), "batch": batch, "vocab": vocab, "variant": name, "k": k,
-                           "us": us, "pct_ceiling": pct, "pct_sized": 100 * sized.us / us})
+            points.append({**point, "variant": name, "k": k, "us": us, "pct_ceiling": pct,
+                           "pct_sized": 100 * sized.us / us})
             cells.append(f"{name}={us:.2f}")
         print(f"{str(dtype)[6:]:8} B={batch:<5} " + (f"V={vocab} " if vocab != VOCAB else "")
               + " ".join(cells), flush=True)
