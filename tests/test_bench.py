@@ -89,6 +89,7 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
     y = x.float() / 100                           # the sweep's diagnostic reads: e^x, log sum e^x
     want = torch.exp(y.double()).sum(-1)
     assert torch.allclose(rs.read_sum(y, splits=1, work="exp").double(), want, rtol=1e-5, atol=0)
+    assert torch.allclose(rs.read_sum_wide(y, work="exp").double(), want, rtol=1e-5, atol=0)
     assert torch.allclose(rs.read_sum(y, splits=1, stages=3, work="softmax").double(),
                           torch.log(want), rtol=0, atol=1e-5)
     with pytest.raises(InvalidArgument, match="work='max' is invalid"):

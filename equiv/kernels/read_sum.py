@@ -120,12 +120,11 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
     return out
 
 
-def read_sum_wide(x: torch.Tensor) -> torch.Tensor:
+def read_sum_wide(x: torch.Tensor, work: str = "sum") -> torch.Tensor:
     """``read_sum`` in the fused kernel's wide layout (``WIDE``: one pipelined program a row),
     which k = 1 takes from B = 256 while one wave holds the batch. Where that layout reads
-    faster than the split one, the size-matched ceiling is this."""
+    faster than the split one, the size-matched ceiling is this. ``work`` as ``read_sum``'s."""
     from equiv.kernels.fused_softmax_topk import WIDE
 
-    return read_sum(x, **{n: v for n, v in WIDE.items() if n in ("splits", "num_warps", "stages",
-                                                                "rows")})
+    return read_sum(x, work=work, **WIDE)
 

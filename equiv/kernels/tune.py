@@ -44,7 +44,9 @@ def variants():
     (index mode 4, 9), a tile's terms one tile after its max (12), part of the exps on the FMA
     pipe (15); none beat the default and their knobs are gone from the kernel (see
     docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
-    wide = {"index": 3, "splits": 1, "num_warps": 8, "stages": 3}
+    from equiv.kernels.fused_softmax_topk import WIDE
+
+    wide = {"index": 3, **WIDE}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
             ("default_again", {}, 1)]
@@ -58,7 +60,9 @@ def read_sums():
     wide layout also with an exp a logit and with the online softmax (no index), so the own
     work splits into the exp, the running max and the index (GPU run 11; run 11 also timed 1
     or 2 tiles in flight in registers instead of the pipeline: slower, and gone)."""
-    wide = {"splits": 1, "num_warps": 8, "stages": 3}
+    from equiv.kernels.fused_softmax_topk import WIDE
+
+    wide = dict(WIDE)
     return [("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
             ("rs_wide_softmax", {**wide, "work": "softmax"}),  # + the running max and rescale
             ("rs_wide_r2_ns5", {**wide, "stages": 5, "rows": 2}),
