@@ -22,6 +22,7 @@ setup(
         "equiv.properties": ["*.json", "*.ini"],
         "equiv.fixtures": ["*.md", "adversarial/*.npy", "adversarial/*.json", "adversarial/*.py",
                            "traces/*.npz", "traces/*.md", "traces/*.py"],
-        "equiv": ["templates/*", "py.typed"],
+        "equiv": ["py.typed"],
+        "equiv.report": ["templates/*"],
     },
 )

@@ -7,6 +7,8 @@ into a run that never asks for equiv.
 """
 import importlib as _importlib
 import os as _os
+import sys as _sys
+import types as _types
 
 from equiv._version import __version__
 
@@ -20,6 +22,11 @@ if not _os.path.isdir(_os.path.join(__path__[0], "reference")) and _os.path.isfi
 
 _EXPORTS = {
     "assert_equivalent": "equiv.api",
+    "check": "equiv.api",
+    "gate": "equiv.gate:run_gate",
+    "report": "equiv.api",
+    "CandidateSpec": "equiv.run.spec",
+    "RunOptions": "equiv.options",
     "Candidate": "equiv.candidate",
     "load_candidate": "equiv.candidate",
     "CheckResult": "equiv.ops.draft_topk.compare",
@@ -48,7 +55,8 @@ __all__ = sorted([*_EXPORTS, *_MODULES, "__version__"])
 
 def __getattr__(name):
     if name in _EXPORTS:
-        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
+        module, _, attr = _EXPORTS[name].partition(":")
+        value = getattr(_importlib.import_module(module), attr or name)
     elif name in _MODULES:
         value = _importlib.import_module(f"{__name__}.{name}")
     else:
@@ -59,3 +67,19 @@ def __getattr__(name):
 
 def __dir__():
     return __all__
+
+
+class _Front(_types.ModuleType):
+    """``equiv.gate`` and ``equiv.report`` are functions, although ``equiv/gate.py`` and
+    ``equiv/report/`` are also sub-modules: importing a sub-module binds it on its package,
+    which would hide the function the first time anything imports it. An exported name keeps
+    its exported value."""
+
+    def __setattr__(self, name, value):
+        if name in _EXPORTS and isinstance(value, _types.ModuleType) and value.__name__ == f"{__name__}.{name}":
+            module, _, attr = _EXPORTS[name].partition(":")
+            value = getattr(_importlib.import_module(module), attr or name)
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Front

@@ -28,15 +28,11 @@ import tempfile
 INLINE_ELEMENTS = 64
 
 
-def _replay_spec(candidate, loaded) -> str | None:
-    """A spec that loads ``candidate`` again in a fresh process, or None."""
-    if isinstance(candidate, str):
-        from equiv.suite_process import absolute_spec
-
-        return absolute_spec(candidate)
-    if loaded.builtin:
-        return loaded.spec
-    fn = getattr(candidate, "__wrapped__", candidate)
+def _replay_spec(spec) -> str | None:
+    """A spec that loads the candidate (a ``CandidateSpec``) again in a fresh process, or None."""
+    if spec.kind != "callable" or spec.builtin:
+        return spec.text
+    fn = getattr(spec.fn, "__wrapped__", spec.fn)
     qualname = getattr(fn, "__qualname__", "")
     module = __import__("sys").modules.get(getattr(fn, "__module__", None) or "")
     path = getattr(module, "__file__", None)
@@ -92,14 +88,15 @@ def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: 
                       timeout: float | None = None, regression: bool = True):
     """Raise ``EquivalenceError`` unless ``candidate(logits, k)`` matches the reference
     (module docstring); return the ``ComparisonResult`` when it does."""
-    from equiv.candidate import load_candidate
-    from equiv.ops.draft_topk.compare import compare
     from equiv.devices import resolve_device
     from equiv.errors import EquivalenceError
+    from equiv.ops.draft_topk.compare import compare
     from equiv.ops.draft_topk.recipes import Recipe
+    from equiv.run import CandidateSpec
     from equiv.validation import check_logits
 
-    loaded = load_candidate(candidate)
+    parsed = CandidateSpec.parse(candidate)
+    loaded = parsed.load()                       # a user's own test: its candidate runs here
     recipe = Recipe.parse(logits) if isinstance(logits, str) else logits
     if isinstance(recipe, Recipe):
         x = recipe.build(resolve_device(device))
@@ -109,7 +106,7 @@ def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: 
         if device != "auto":
             x = x.to(resolve_device(device))
     check_logits(x, k)
-    spec = _replay_spec(candidate, loaded)
+    spec = _replay_spec(parsed)
     result = compare(loaded, x, k=k, tolerance=tolerance, recipe=recipe, regression=regression,
                      name=spec or loaded.spec, timeout=timeout)
     if result.passed:
@@ -119,3 +116,116 @@ def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: 
     else:
         repro = _api_repro(spec, x, k, x.device.type)
     raise EquivalenceError(_message(result, repro), result)
+
+
+# -- the commands' work, as library functions: ``equiv check``, ``equiv gate``, ``equiv report`` --
+
+DRAFT_RECIPE = "gaussian:seed=0,batch=4,vocab=129280,dtype=float32"
+VERIFY_RECIPE = "realistic:seed=0,batch=256,n=3,vocab=129280"
+
+
+class CheckRun:
+    """One candidate on one recipe, judged (``equiv.check``): ``passed``, ``summary()`` (with the
+    defects behind a failure first), ``to_json()``, and ``result`` (the comparison or verdict)."""
+
+    def __init__(self, result, diagnosis=None):
+        self.result, self.diagnosis = result, diagnosis
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result.passed)
+
+    def summary(self) -> str:
+        lead = self.diagnosis.summary() + "\n" if self.diagnosis is not None and self.diagnosis.defects else ""
+        return lead + self.result.summary()
+
+    def to_json(self) -> dict:
+        extra = self.diagnosis.beside_checks() if self.diagnosis is not None else {}
+        return {**self.result.to_json(), **extra}
+
+
+def check(candidate, recipe=None, *, op: str = "draft_topk", k: int = 1, device: str = "auto",
+          timeout=None, calls: int = 1, seed: int = 0) -> CheckRun:
+    """Judge ``candidate`` on one input recipe (what a ``REPRO:`` line runs): for the draft top-k
+    the comparison with the reference and the defects behind a failure; for ``op="verify"`` the
+    verifier's exact checks (and the statistical ones when the ``calls`` draw enough tokens).
+    A spec that does not load raises ``CandidateLoadError`` before any work."""
+    import time
+
+    from equiv.devices import resolve_device
+    from equiv.ops import get_op
+    from equiv.run import CandidateSpec, load_check
+    from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
+
+    the_op = get_op(op)
+    spec = CandidateSpec.parse(candidate, the_op.name)
+    timeout = parse_timeout(DEFAULT_TIMEOUT_S if timeout is None else timeout)
+    if the_op.name == "verify":
+        from equiv.ops.verify.gate import run_verify_check
+
+        return CheckRun(run_verify_check(spec, recipe or VERIFY_RECIPE, calls=calls, seed=seed,
+                                         device=device, timeout=timeout))
+    from equiv.diagnose.attach import for_comparison
+    from equiv.ops.draft_topk.compare import compare
+
+    recipe = the_op.parse_recipe(recipe or DRAFT_RECIPE) if isinstance(recipe, (str, type(None))) else recipe
+    device = resolve_device(device)
+    load_check(spec, device, timeout)            # CandidateLoadError -> exit 2, before any work
+    t0 = time.perf_counter()
+    result = compare(spec, recipe, k=k, timeout=timeout, device=device)
+    return CheckRun(result, for_comparison(spec, result, device=device, timeout=timeout,
+                                           elapsed_s=time.perf_counter() - t0))
+
+
+class ReportRun:
+    """The tolerance report of paths x dtypes x families (``equiv.report``): ``passed``,
+    ``render(fmt, mtp=None)`` in any of ``equiv.report.FORMATS``, ``rows`` (the report)."""
+
+    def __init__(self, rows, diagnoses):
+        self.rows, self.diagnoses = rows, diagnoses
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rows.passed)
+
+    def render(self, fmt: str = "table", mtp=None) -> str:
+        from equiv.diagnose.attach import with_defects
+        from equiv.report import render
+
+        return with_defects(render(self.rows, fmt, mtp), fmt, self.diagnoses)
+
+
+def report(paths=None, *, dtypes=("float32", "bfloat16", "float16"), families=None, vocab: int = 129280,
+           batch: int = 8, seed: int = 0, k: int = 1, device: str = "auto", timeout=None,
+           progress=None) -> ReportRun:
+    """Compare every path (specs; default every built-in path) on every dtype x input family;
+    a path that takes k = 1 only is left out above it. Every spec is loaded before any work."""
+    import time
+
+    from equiv.devices import resolve_device
+    from equiv.diagnose.attach import for_report
+    from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES
+    from equiv.report.rows import report_rows
+    from equiv.run import CandidateSpec, load_check
+    from equiv.run.timeouts import parse_timeout
+    from equiv.validation import check_choices, check_int
+    from equiv.ops.draft_topk.paths import get_path, path_names
+
+    if isinstance(paths, str):
+        paths = [p for p in paths.split(",") if p.strip()]
+    specs = [CandidateSpec.parse(p) for p in (paths or path_names())]
+    dtypes = check_choices("dtype", dtypes, DTYPES)
+    families = check_choices("families", families, FAMILIES) if families else list(FAMILIES)
+    vocab = check_int("vocab", vocab, min_value=1)
+    batch = check_int("batch", batch, min_value=1)
+    seed = check_int("seed", seed, min_value=0)
+    k = check_int("k", k, min_value=1, max_value=vocab)
+    timeout = parse_timeout(timeout)
+    device = resolve_device(device)
+    for s in specs:
+        load_check(s, device, timeout)           # fail fast, exit 2, before any work (in its worker)
+    specs = [s for s in specs if not s.builtin or get_path(s.target).supports_k(k)]
+    t0 = time.perf_counter()
+    rows = report_rows(specs, dtypes, families, vocab=vocab, batch=batch, seed=seed, k=k, device=device,
+                       progress=progress, timeout=timeout)
+    return ReportRun(rows, for_report(rows, timeout=timeout, elapsed_s=time.perf_counter() - t0))

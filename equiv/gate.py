@@ -28,9 +28,11 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from equiv.checks import NamedChecks
+from equiv.checks import Check, NamedChecks, Stage, stage_of
+from equiv.options import DEFAULT_VOCAB
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices, check_int
 
 BUDGETS = {
@@ -42,46 +44,7 @@ BUDGETS = {
              "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 STAGES = ("properties", "tolerance", "mtp")
-OPS = ("draft_topk", "verify")
 K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
-
-
-@dataclass(frozen=True)
-class GateCheck:
-    name: str
-    passed: bool
-    detail: str
-    counterexample: str | None = None
-    repro: str | None = None
-    duration_s: float = 0.0
-
-    def to_json(self) -> dict:
-        d = asdict(self)
-        if self.passed:
-            d.pop("counterexample")
-            d.pop("repro")
-        return d
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One stage of a gate run: ``status`` is ``pass``, ``FAIL``, ``not applicable`` or ``not run``;
-    ``ran`` says what ran (calls, examples, shapes, dtypes, k), ``why`` the reason when it did not."""
-
-    name: str
-    status: str
-    passed: int = 0
-    total: int = 0
-    why: str = ""
-    ran: dict = field(default_factory=dict)
-    seconds: float = 0.0                        # its wall time (where a slow gate spends it)
-
-    @property
-    def effective(self) -> bool:
-        return self.status in ("pass", "FAIL") and self.total > 0
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -167,38 +130,26 @@ _PREFIX_STAGE = {"property": "properties", "properties": "properties", "toleranc
                  "mtp": "mtp", "statistics": "statistics"}
 
 
-def _stage(name: str, checks: list[GateCheck], ran: dict | None = None, why: str = "") -> Stage:
-    n_pass = sum(c.passed for c in checks)
-    return Stage(name, "pass" if n_pass == len(checks) else "FAIL", n_pass, len(checks), why, ran or {})
-
-
-def _fmt_timeout(timeout: float | None) -> str:
-    return "inf" if timeout is None else f"{timeout:g}"
-
-
-def start_properties(spec: str, *, ks, device: str, dtypes, budget: str, seed: int,
-                     timeout: float | None, stage_timeout: float, op: str = "draft_topk",
-                     select: str | None = None):
-    """Start the property suite on the candidate in a subprocess (``equiv.suite_process``: the
+def start_properties(options, *, stage_timeout: float, select: str | None = None):
+    """Start the property suite under ``options`` in a subprocess (``equiv.suite_process``: the
     caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it."""
     from equiv.suite_process import start_suite
 
-    return start_suite(spec, k=ks, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                       timeout=stage_timeout, call_timeout=timeout, op=op, select=select)
+    return start_suite(options, timeout=stage_timeout, select=select)
 
 
-def property_checks(handle, stage_timeout: float) -> tuple[list[GateCheck], Stage]:
+def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
     """Wait for the started suite and turn each of its tests into a check."""
     run = handle.wait()
     repro, tail = run.repro, run.output_tail
     if run.timed_out:
-        c = GateCheck("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
-                      repro=repro)
-        return [c], _stage("properties", [c])
+        c = Check("properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                  repro=repro, outcome="timeout")
+        return [c], stage_of("properties", [c])
     if run.report is None:
-        c = GateCheck("properties", False, f"pytest exited {run.returncode} without a report",
-                      counterexample=tail, repro=repro)
-        return [c], _stage("properties", [c])
+        c = Check("properties", False, f"pytest exited {run.returncode} without a report",
+                  counterexample=tail, repro=repro)
+        return [c], stage_of("properties", [c])
     tests, returncode = run.report, run.returncode
     records = tests.get("tests", tests) if isinstance(tests, dict) else tests
     checks, skipped, examples = [], [], {}
@@ -212,25 +163,27 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[GateCheck], Stag
         passed = outcome == "passed"
         examples[prop] = examples.get(prop, 0) + int(t.get("examples") or 0)
         detail = "held" if passed else (t.get("message") or outcome or "failed").strip().splitlines()[0][:300]
-        checks.append(GateCheck(name, passed, detail, counterexample=None if passed else t.get("counterexample"),
-                                repro=None if passed else (t.get("repro") or repro),
-                                duration_s=float(t.get("duration") or 0.0)))
+        checks.append(Check(name, passed, detail, counterexample=None if passed else t.get("counterexample"),
+                            repro=None if passed else (t.get("repro") or repro),
+                            duration_s=float(t.get("duration") or 0.0),
+                            outcome=None if passed else t.get("call_kind"),
+                            recipe=None if passed else t.get("recipe")))
     failed = [c for c in checks if not c.passed]
     if returncode not in (0, 1) or (returncode == 0) == bool(failed):
-        checks.append(GateCheck("properties", False, f"pytest exited {returncode}, which its "
-                                f"{len(failed)} failing record(s) do not explain (an interrupted or "
-                                f"crashed run)", counterexample=tail, repro=repro))
+        checks.append(Check("properties", False, f"pytest exited {returncode}, which its "
+                            f"{len(failed)} failing record(s) do not explain (an interrupted or "
+                            f"crashed run)", counterexample=tail, repro=repro))
     ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
            "summary": f"{sum(examples.values())} examples in {len(examples)} properties"
                       + (f"; {len(skipped)} skipped" if skipped else "")}
     if not checks:
         return [], Stage("properties", "not applicable", why="every property test was skipped: "
                          + "; ".join(skipped[:3]), ran=ran)
-    return checks, _stage("properties", checks, ran)
+    return checks, stage_of("properties", checks, ran)
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float | None, plan=None) -> tuple[list[GateCheck], Stage]:
+                     vocab: int, timeout: float | None, plan=None) -> tuple[list[Check], Stage]:
     """``compare`` on every input family x dtype x k; the first failing recipe is the
     counterexample. The worker builds each recipe on the device.
 
@@ -250,7 +203,7 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                     continue
                 name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
                 if getattr(runner, "stopped", None):
-                    checks.append(GateCheck(name, False, f"not run: {runner.stopped}"))
+                    checks.append(Check(name, False, f"not run: {runner.stopped}", outcome="not_called"))
                     continue
                 t0 = time.perf_counter()
                 worst = None
@@ -266,17 +219,18 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                         break
                 dt = time.perf_counter() - t0
                 if worst is None:
-                    checks.append(GateCheck(name, True, f"{len(runs)} recipe(s) within tolerance: "
+                    checks.append(Check(name, True, f"{len(runs)} recipe(s) within tolerance: "
                                             f"{', '.join(map(str, planned))}", duration_s=dt))
                     continue
                 detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
                 where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
                                                     if worst.worst_row is not None else "")
-                checks.append(GateCheck(name, False, detail, counterexample=where, repro=worst.repro,
-                                        duration_s=dt))
+                checks.append(Check(name, False, detail, counterexample=where, repro=worst.repro,
+                                    duration_s=dt, outcome=worst.call_kind, recipe=worst.recipe,
+                                    parts=tuple(c.name for c in worst.failed_checks)))
     late = runner.settle()
     if late is not None:
-        checks.append(GateCheck("tolerance:late-write", False, f"the candidate {late}"))
+        checks.append(Check("tolerance:late-write", False, f"the candidate {late}"))
     bs = sorted({b for b, _, _ in shapes})
     vs = sorted({v for _, v, _ in shapes})
     padded = sum(1 for _, _, p in shapes if p)
@@ -284,21 +238,24 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
            "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
                       f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
                       f"k={','.join(map(str, ks))}"}
-    return checks, _stage("tolerance", checks, ran)
+    return checks, stage_of("tolerance", checks, ran)
 
 
 def _span(values) -> str:
     return "{" + ", ".join(map(str, values[:12])) + (f", +{len(values) - 12} more" if len(values) > 12 else "") + "}"
 
 
-def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
-               timeout: float | None) -> tuple[list[GateCheck], Stage]:
-    """The MTP harness (quick budget) as a probe in the candidate's worker: under each consumer
-    the candidate must be lossless, equivalent to softmax_topk in accept length, and emit no
+def mtp_checks(spec, *, ks, device: str, seed: int, vocab: int,
+               timeout: float | None) -> tuple[list[Check], Stage]:
+    """The MTP harness (quick budget): the candidate decodes in its worker (a probe that returns
+    raw outcomes only) and this process judges them against softmax_topk on the same seeds:
+    under each consumer the candidate must be lossless, equivalent in accept length, and emit no
     invalid output. Greedy, target-only and confidence chains draft at k = 1; the tree consumer
     drafts at each k > 1 asked. The gate judges a candidate strictly (no ledger)."""
-    from equiv.ops.draft_topk.paths import path_names
+    from equiv.mtp import run_mtp
+    from equiv.ops.draft_topk.paths import get_path
     from equiv.run import runner_for
+    from equiv.run.load import Candidate
 
     runner = runner_for(spec, device, timeout)
     runs = ([(list(K_ONE_CONSUMERS), None)] if 1 in ks else []) + [(["tree"], k) for k in ks if k > 1]
@@ -307,39 +264,56 @@ def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
     t0 = time.perf_counter()
     for consumers, tree_k in runs:
         if getattr(runner, "stopped", None):
-            checks.append(GateCheck("mtp", False, f"not run: {runner.stopped}"))
+            checks.append(Check("mtp", False, f"not run: {runner.stopped}", outcome="not_called"))
             break
-        payload = {"name": spec, "builtin": spec in path_names(), "consumers": consumers, "seed": seed,
+        payload = {"name": spec.text, "builtin": spec.builtin, "consumers": consumers, "seed": seed,
                    "vocab": vocab, "tree_topk": tree_k}
         out = runner.probe("equiv.mtp.probe:quick", payload, timeout=None if timeout is None else
                            max(BUDGETS["quick"]["mtp_timeout"], timeout))
-        if not out.ok:
-            checks.append(GateCheck("mtp", False, f"the MTP harness stopped: the candidate {out.problem}"[:400],
-                                    duration_s=time.perf_counter() - t0))
+        if not out.ok or not isinstance(out.value, dict):
+            problem = out.problem if not out.ok else f"returned {type(out.value).__name__}, not outcomes"
+            checks.append(Check("mtp", False, f"the MTP harness stopped: the candidate {problem}"[:400],
+                                duration_s=time.perf_counter() - t0, outcome=None if out.ok else out.kind))
             continue
-        for r in out.value:
+        judged = Candidate(spec.text, _NotCalled(get_path(spec.target).max_k if spec.builtin else None),
+                           builtin=spec.builtin)
+        run = run_mtp(paths=[judged], consumers=consumers, budget="quick", device=device, seed=seed,
+                      vocab=vocab, decoded=out.value, **({"tree_topk": tree_k} if tree_k else {}))
+        for rec in run.records:
+            r = dict(rec.to_json(), repro=rec.repro)
             name = f"mtp:{r['consumer']}" + (f":k{tree_k}" if tree_k else "")
             if not r["applicable"]:
                 not_asked.append(f"{r['consumer']}: {r['reason']}")
                 continue
-            diff = (r.get("equivalence") or {}).get("mean_difference")
+            diff = (r.get("accept_length_difference") or {}).get("mean_difference")
             al = r.get("accept_length")
             detail = (f"accept length {al:.3f}" if isinstance(al, (int, float)) else "no metrics") + \
                 (f" (difference vs softmax_topk {diff:+.3f})" if isinstance(diff, (int, float)) else "")
             if r["passed"]:
-                checks.append(GateCheck(name, True, detail + "; lossless, equivalent"))
+                checks.append(Check(name, True, detail + "; lossless, equivalent"))
             else:
                 why = ", ".join(r["failed_checks"]) + (f": {r['error']}" if r.get("error") else "")
                 repro = r["repro"] if r["repro"].startswith("REPRO:") else "REPRO: " + r["repro"]
-                checks.append(GateCheck(name, False, f"{why}; {detail}"[:400], repro=repro))
+                checks.append(Check(name, False, f"{why}; {detail}"[:400], repro=repro))
     dt = time.perf_counter() - t0
-    checks = [GateCheck(c.name, c.passed, c.detail, c.counterexample, c.repro, dt / max(len(checks), 1))
+    checks = [Check(c.name, c.passed, c.detail, c.counterexample, c.repro, dt / max(len(checks), 1))
               for c in checks]
     why = ("not applicable: " + "; ".join(not_asked)) if not_asked else ""
     if not checks:
         return [], Stage("mtp", "not applicable", why="; ".join(not_asked) or "no consumer applies")
-    return checks, _stage("mtp", checks, {"consumers": [c.name for c in checks],
+    return checks, stage_of("mtp", checks, {"consumers": [c.name for c in checks],
                                           "summary": ", ".join(c.name.partition(":")[2] for c in checks)}, why)
+
+
+class _NotCalled:
+    """The candidate's stand-in in the verdict process: its worker decoded, this process judges;
+    ``max_k`` is what the harness reads to tell a consumer that does not apply."""
+
+    def __init__(self, max_k):
+        self.max_k = max_k
+
+    def __call__(self, logits, k):
+        raise AssertionError("the MTP stage judges the worker's outcomes; nothing calls the candidate here")
 
 
 def finish_stages(done: list, asked, every, checks) -> tuple[tuple, bool]:
@@ -353,64 +327,49 @@ def _not_run(name: str, why: str) -> Stage:
     return Stage(name, "not run", why=why)
 
 
-def parse_ks(k) -> tuple:
-    """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged (each in 1..64), in order, no repeats."""
-    from equiv.properties.subjects import parse_ks as _parse
-
-    if isinstance(k, (list, tuple)):
-        k = ",".join(map(str, k))
-    ks = _parse(k)
-    for v in ks:
-        check_int("k", v, min_value=1, max_value=64)
-    return ks
-
-
-def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
-             seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
-             stages=None, progress=None, op: str = "draft_topk") -> GateResult:
-    """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
-    stage as it starts. ``op="verify"`` is the verifier's gate (``equiv.ops.verify.gate``)."""
-    if check_choice("op", op, OPS) == "verify":
-        from equiv.ops.verify.gate import DEFAULT_STAGES, run_verify_gate
-
-        return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
-                               stages=stages or DEFAULT_STAGES, progress=progress)
-    stages = stages or STAGES
-    from equiv.devices import DEVICE_CHOICES, resolve_device
-    from equiv.ops.draft_topk.recipes import DTYPES
-    from equiv.properties.subjects import parse_timeout
-    from equiv.run import load_check, runner_for
+def run_gate(candidate, *, op: str = "draft_topk", k=1, device: str = "auto", dtypes=None,
+             budget: str = "quick", seed: int = 0, vocab: int = DEFAULT_VOCAB, timeout=DEFAULT_TIMEOUT_S,
+             stages=None, progress=None) -> GateResult:
+    """The verdict on ``candidate`` (a spec string, a ``CandidateSpec`` or a callable) for the
+    operation ``op`` (module docstring); ``progress(done, total, label)`` is told each stage as
+    it starts. Every argument is checked once, into ``RunOptions``, before any work."""
+    from equiv.ops import get_op
+    from equiv.options import RunOptions
 
     budget = check_choice("budget", budget, BUDGETS)
+    options = RunOptions.make(candidate, op=op, k=k, device=device,
+                              dtypes=dtypes or BUDGETS[budget]["dtypes"], budget=budget, seed=seed,
+                              timeout=timeout)
+    the_op = get_op(options.op)
+    stages = tuple(check_choices("stages", stages, the_op.stages)) if stages else the_op.stages
+    return the_op.gate(options, stages=stages, vocab=vocab, progress=progress)
+
+
+def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progress=None) -> GateResult:
+    """The draft top-k gate under ``options`` (``equiv.options.RunOptions``, already checked)."""
+    from equiv.devices import resolve_device
+    from equiv.run import load_check, runner_for
+
+    spec, ks, timeout, budget, seed = options.spec, options.ks, options.timeout, options.budget, options.seed
     plan = BUDGETS[budget]
-    ks = parse_ks(k)
-    seed = check_int("seed", seed, min_value=0)
+    dtypes = options.dtypes
     vocab = check_int("vocab", vocab, min_value=max(ks))
-    timeout = parse_timeout(timeout)
-    dtypes = tuple(check_choices("dtype", dtypes, DTYPES)) if dtypes else plan["dtypes"]
-    asked_device = check_choice("device", device, DEVICE_CHOICES)
-    stages = check_choices("stages", stages, STAGES)
-    if not isinstance(spec, str) or not spec.strip():
-        runner_for(spec, "cpu", timeout)         # the one-line error of an empty spec (exit 2)
     t0 = time.perf_counter()
-    asked = spec.strip()
     stage_timeout = plan["properties_timeout"] if timeout is None else max(
         plan["properties_timeout"], 4 * timeout + 120)
     # the suite first (module docstring, step 2): the device is resolved after, the same way there
     suite = None
     if "properties" in stages:
-        suite = start_properties(asked, ks=ks, device=asked_device, dtypes=dtypes, budget=budget,
-                                 seed=seed, timeout=timeout, stage_timeout=stage_timeout)
-    checks: list[GateCheck] = []
+        suite = start_properties(options, stage_timeout=stage_timeout)
+    checks: list[Check] = []
     done: list[Stage] = []
     load = None
     try:
-        device = resolve_device(asked_device)    # 'cuda' with no GPU -> exit 2
-        runner = runner_for(asked, device, timeout)   # a spec that names nothing -> exit 2
-        spec = runner.spec if not runner.isolated else asked
-        load = load_check(asked, device, timeout)   # an import that raises -> exit 2
+        device = resolve_device(options.device)  # 'cuda' with no GPU -> exit 2
+        runner = runner_for(spec, device, timeout)
+        load = load_check(spec, device, timeout)   # an import that raises -> exit 2
         if load is not None:
-            checks.append(GateCheck("load", False, f"the candidate {load.problem}"))
+            checks.append(Check("load", False, f"the candidate {load.problem}"))
             done = [_not_run(n, "the candidate could not be loaded") for n in stages]
         else:
             by_name = {}
@@ -447,7 +406,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
 
     diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
                          elapsed_s=time.perf_counter() - t0)
-    return GateResult(candidate=spec, passed=passed,
+    return GateResult(candidate=spec.text, passed=passed,
                       checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done,
                       calls=runner.calls, diagnosis=diagnosis)

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from equiv.report import CORRECT_PATHS
+from equiv.report.rows import CORRECT_PATHS
 
 
 @dataclass(frozen=True)

@@ -39,37 +39,20 @@ _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 def suite_dir() -> str:
     """The folder of the property suite (``equiv.properties``), installed or checked out."""
-    import equiv.properties
+    from importlib.util import find_spec
 
-    return os.path.dirname(os.path.abspath(equiv.properties.__file__))
-
-
-def absolute_spec(spec: str) -> str:
-    """``path/to/file.py:fn`` with an absolute path (``equiv.run.resolve_spec``); a built-in
-    name or a module spec unchanged."""
-    from equiv.run import resolve_spec
-
-    return resolve_spec(spec) if ":" in str(spec) else str(spec)
+    return os.path.dirname(os.path.abspath(find_spec("equiv.properties").origin))   # found, not imported
 
 
-def pytest_args(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
-                call_timeout: float | None = 60.0, op: str = "draft_topk", select: str | None = None) -> list[str]:
-    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite;
-    ``op="verify"`` runs the verify properties (no k, no dtype), ``select`` is a ``-k`` expression."""
+def pytest_args(options, select: str | None = None) -> list[str]:
+    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite under
+    ``options`` (an ``equiv.options.RunOptions``, written whole so that the plugin reads back the
+    same options); ``select`` is a ``-k`` expression."""
     where = suite_dir()
-    judged = ([f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}"] if op == "draft_topk"
-              else [f"--equiv-op={op}"])
     return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
             "-p", "hypothesispytest", "-p", "equiv.pytest.plugin", "-p", "equiv.properties.conftest",
-            "-p", "no:cacheprovider", "-q",
-            "--pyargs", "equiv.properties", f"--equiv-candidate={absolute_spec(spec)}",
-            f"--equiv-device={device}", *judged,
-            f"--equiv-budget={budget}", f"--equiv-timeout={'inf' if call_timeout is None else f'{call_timeout:g}'}",
-            f"--hypothesis-seed={seed}"] + (["-k", select] if select else [])
-
-
-def _ks(k) -> str:
-    return ",".join(map(str, k)) if isinstance(k, (list, tuple)) else str(k)
+            "-p", "no:cacheprovider", "-q", "--pyargs", "equiv.properties", *options.pytest_args(),
+            f"--hypothesis-seed={options.seed}"] + (["-k", select] if select else [])
 
 
 def environment(budget: str, base=None, storage: str | None = None) -> dict:
@@ -177,16 +160,12 @@ class SuiteHandle:
                         time.perf_counter() - self.t0)
 
 
-def start_suite(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
-                timeout: float | None, call_timeout: float | None = 60.0, op: str = "draft_topk",
-                select: str | None = None) -> SuiteHandle:
-    """Start the suite on ``spec`` from the caller's folder (module docstring) and return at once:
-    the gate runs its other stages while the properties run."""
-    args = pytest_args(spec, k=k, device=device, dtypes=dtypes, budget=budget, seed=seed,
-                       call_timeout=call_timeout, op=op, select=select)
-    return SuiteHandle(args, budget, timeout)
+def start_suite(options, *, timeout: float | None, select: str | None = None) -> SuiteHandle:
+    """Start the suite on ``options.spec`` from the caller's folder (module docstring) and return
+    at once: the gate runs its other stages while the properties run."""
+    return SuiteHandle(pytest_args(options, select), options.budget, timeout)
 
 
-def run_suite(spec: str, **kwargs) -> SuiteRun:
-    """Run the suite on ``spec`` from the caller's folder and wait for it (``start_suite``)."""
-    return start_suite(spec, **kwargs).wait()
+def run_suite(options, **kwargs) -> SuiteRun:
+    """Run the suite from the caller's folder and wait for it (``start_suite``)."""
+    return start_suite(options, **kwargs).wait()

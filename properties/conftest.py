@@ -10,7 +10,7 @@
   that does not support the k this run judges at.
 - Ordering: property tests run in ``PROPERTY_ORDER`` (broad and cheap first), so ``-x`` stops a
   broken candidate early and the pre-merge gate reports the most telling failure first.
-- The known-failure ledger (``equiv.properties.known_failures``) turns each listed (built-in path,
+- The known-failure ledger (``equiv.ops.draft_topk.ledger``) turns each listed (built-in path,
   property) into a strict xfail whose witness runs first (``Suite.run``); never for an explicit
   ``--equiv-candidate``.
 """
@@ -21,7 +21,7 @@ import re
 import pytest
 
 from equiv.pytest.plugin import activate, option, register_profiles
-from equiv.properties.known_failures import KNOWN_FAILURES
+from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
 
 EQUIV_SUITE = True
 register_profiles()
@@ -98,4 +98,4 @@ def pytest_collection_modifyitems(config, items):
         known = KNOWN_FAILURES.get((subject.name, property_of(item)))
         if known and not subject.explicit:
             item.add_marker(pytest.mark.xfail(strict=True, raises=AssertionError,
-                                              reason=f"known failure (properties/known_failures.py): {known.reason}"))
+                                              reason=f"known failure (equiv/ops/draft_topk/ledger.py): {known.reason}"))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from equiv.properties.known_failures import KNOWN_FAILURES
+from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
 from equiv.run.outcome import ABNORMAL
 from equiv.properties.subjects import QUICK_EXAMPLES
 
@@ -116,7 +116,7 @@ class Suite:
     def runner(self):
         from equiv.run import runner_for
 
-        return runner_for(self.subject.name, self.device, self.opts.timeout)
+        return runner_for(self.subject.spec, self.device, self.opts.timeout)
 
     @property
     def device(self) -> str:
@@ -170,7 +170,7 @@ class Suite:
         if outcome.abnormal:
             self.abnormal(f"the subject {outcome.problem} on {what} {shape}"
                           + (f"; its last output: {outcome.log_tail.splitlines()[-1][:200]}"
-                             if outcome.log_tail else ""))
+                             if outcome.log_tail else ""), kind=outcome.kind)
         if not outcome.ok:
             self.fail(f"the subject {outcome.problem} on {what} {shape}")
         problem = _contract(outcome.value, batch, vocab, k, dtype, str(x.device))
@@ -186,25 +186,33 @@ class Suite:
         from equiv.ops.draft_topk.compare import compare
 
         k = self.k if k is None else k
-        res = compare(self.subject.name, x, k, recipe=recipe, name=self.subject.name,
+        res = compare(self.subject.spec, x, k, recipe=recipe, name=self.subject.name,
                       timeout=self.opts.timeout)
         if res.passed:
             return res
         if res.call_kind in ABNORMAL:
-            self.abnormal(f"the subject {res.check('contract').detail} on {what}")
+            self.abnormal(f"the subject {res.check('contract').detail} on {what}", kind=res.call_kind)
         lines = res.summary().splitlines()[:-1]    # the last line is the REPRO, rebuilt below
         repro = res.repro if raw is None else raw_repro(self.subject.name, raw, str(x.dtype)[6:], k)
         failed = ", ".join(c.name for c in res.failed_checks)
-        self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro)
+        self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro,
+                  recipe=res.recipe)
 
-    def abnormal(self, message: str):
+    def abnormal(self, message: str, kind: str | None = None):
         """An abnormal end of the subject: stops a Hypothesis run at once (``AbnormalEnd``); in a
-        plain test, an ordinary failure."""
+        plain test, an ordinary failure. ``kind`` (how the call ended: ``CallOutcome.kind``) goes
+        into the test's record as data, for diagnosis."""
+        if kind:
+            self.request.node.user_properties.append(("equiv_call_kind", kind))
         if self._in_run:
             raise AbnormalEnd(message)
         self.fail(message)
 
-    def fail(self, message: str, repro: str | None = None):
+    def fail(self, message: str, repro: str | None = None, recipe: str | None = None):
+        """Fail the property; ``recipe`` (the failing input's, when it is one) goes into the test's
+        record as data (the last one recorded is Hypothesis's final, shrunk example)."""
+        if recipe:
+            self.request.node.user_properties.append(("equiv_recipe", str(recipe)))
         text = f"{self.property} [{self.subject.name}]: {message}"
         if repro:
             text += "\n" + repro
@@ -217,9 +225,9 @@ class Suite:
 
     # -- running a property ---------------------------------------------------------------------
     def examples(self, weight: float) -> int:
-        from hypothesis import settings
+        from equiv.pytest.plugin import suite_settings
 
-        base = QUICK_EXAMPLES if self.opts.budget == "quick" else settings.default.max_examples
+        base = QUICK_EXAMPLES if self.opts.budget == "quick" else suite_settings().max_examples
         return max(1, round(base * weight * self.subject.budget.example_factor))
 
     def _seed(self):
@@ -236,7 +244,7 @@ class Suite:
         from hypothesis import settings
 
         node = self.request.node
-        args = [f"'{node.path}::{node.name}'"] + self.opts.cli()
+        args = [f"'{node.path}::{node.name}'"] + self.opts.pytest_args(every=False)
         if seed is not None:
             args.append(f"--hypothesis-seed={seed}")
         return (f"REPRO: HYPOTHESIS_PROFILE={settings.get_current_profile_name()} "
@@ -245,6 +253,8 @@ class Suite:
     def run(self, check, *, weight: float = 1.0, **strategies) -> None:
         """Run ``check(**drawn)`` under Hypothesis with this subject's budget (module docstring)."""
         from hypothesis import example, given, seed as with_seed, settings
+
+        from equiv.pytest.plugin import suite_settings
 
         counts = {"examples": 0, "first_failure": None}
 
@@ -258,7 +268,7 @@ class Suite:
                     counts["first_failure"] = counts["examples"]
                 raise
 
-        test = given(**strategies)(settings(max_examples=self.examples(weight),
+        test = given(**strategies)(settings(suite_settings(), max_examples=self.examples(weight),
                                             report_multiple_bugs=False)(counted))
         known = None if self.subject.explicit else KNOWN_FAILURES.get((self.subject.name, self.property))
         if known is not None:                    # the ledger's witness proves the failure first

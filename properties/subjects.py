@@ -41,6 +41,7 @@ class Subject:
     """One implementation under test."""
 
     name: str                    # built-in path name or candidate spec: the test id
+    spec: object                 # its parsed ``CandidateSpec`` (what the runner is asked for)
     fn: Callable | None          # None for a user's candidate: it is only called in its worker
     explicit: bool               # given with --equiv-candidate (the ledger never applies)
     builtin: bool                # a built-in path of equiv.ops.draft_topk.paths
@@ -59,105 +60,29 @@ class Subject:
         return self.name if self.k == 1 else f"{self.name}-k{self.k}"
 
 
-@dataclass(frozen=True)
-class Options:
-    """The equiv options of this pytest run, resolved once."""
+def options_from(config):
+    """The equiv options of this pytest run (``equiv.options.RunOptions``), read once by the plugin."""
+    from equiv.pytest.plugin import run_options
 
-    candidate: str | None
-    device: str
-    dtypes: tuple
-    ks: tuple
-    budget: str
-    timeout: float | None = 60.0
-
-    @property
-    def k(self) -> int:
-        return self.ks[0]
-
-    def cli(self) -> list[str]:
-        """The options as pytest arguments (for REPRO lines)."""
-        args = []
-        if self.candidate:
-            args.append(f"--equiv-candidate={self.candidate}")
-        args.append(f"--equiv-device={self.device}")
-        if self.dtypes != _ALL_DTYPES:
-            args.append(f"--equiv-dtype={','.join(self.dtypes)}")
-        if self.ks != (1,):
-            args.append(f"--equiv-k={','.join(map(str, self.ks))}")
-        if self.timeout != 60.0:
-            args.append(f"--equiv-timeout={'inf' if self.timeout is None else f'{self.timeout:g}'}")
-        if self.budget != "full":
-            args.append(f"--equiv-budget={self.budget}")
-        return args
-
-
-_ALL_DTYPES = ("float32", "bfloat16", "float16")
-
-
-def options_from(config) -> Options:
-    from equiv.devices import resolve_device
-    from equiv.pytest.plugin import option
-    from equiv.validation import check_choices
-
-    dtypes = option(config, "equiv_dtype")
-    return Options(candidate=option(config, "equiv_candidate"),
-                   device=resolve_device(option(config, "equiv_device")),
-                   dtypes=tuple(check_choices("--equiv-dtype", dtypes, _ALL_DTYPES)) if dtypes else _ALL_DTYPES,
-                   ks=parse_ks(option(config, "equiv_k"), "--equiv-k"),
-                   budget=option(config, "equiv_budget"),
-                   timeout=parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout"))
-
-
-def parse_ks(text, name: str = "k") -> tuple:
-    """``--equiv-k 1`` or ``1,4``: the k values judged, each an integer >= 1, in the order given."""
-    from equiv.validation import check_int
-
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        from equiv.errors import InvalidArgument
-
-        raise InvalidArgument(f"{name}={text!r} is empty: give k values such as 1 or 1,4")
-    ks = []
-    for t in items:
-        try:
-            value = int(t)
-        except ValueError:
-            value = t
-        ks.append(check_int(name, value, min_value=1))
-    return tuple(dict.fromkeys(ks))
-
-
-def parse_timeout(text, name: str = "timeout") -> float | None:
-    """Seconds per call; ``inf`` (or ``none``) for no limit."""
-    from equiv.validation import check_float
-
-    if text is None or str(text).strip().lower() in ("inf", "none"):
-        return None
-    try:
-        text = float(text)
-    except (TypeError, ValueError):
-        pass
-    return check_float(name, text, min_value=0.0, exclusive_min=True)
+    return run_options(config)
 
 
 def _budget(name: str, device: str) -> Budget:
     return SLOW_PATHS.get(name, {}).get(device, Budget())
 
 
-def subjects_from(opts: Options) -> list[Subject]:
+def subjects_from(opts) -> list[Subject]:
     """The candidate alone when one is given (once per k asked), else every built-in path (at
     each k it supports). A user's candidate is never imported here: its worker does that."""
-    from equiv.candidate import load_candidate
     from equiv.ops.draft_topk.paths import get_path, path_names
-    from equiv.run import trusted
+    from equiv.run.spec import CandidateSpec
 
-    if opts.candidate:
-        spec = opts.candidate.strip()
-        builtin = spec in path_names()
-        fn = load_candidate(spec).fn if trusted(spec) else None
-        max_k = get_path(spec).max_k if builtin else None
-        return [Subject(spec, fn, explicit=True, builtin=builtin, max_k=max_k,
-                        budget=_budget(spec, opts.device), k=k) for k in opts.ks]
-    return [Subject(name, get_path(name), explicit=False, builtin=True, max_k=get_path(name).max_k,
+    spec = opts.spec
+    if spec is not None:
+        fn = spec.load().fn if spec.trusted else None
+        max_k = get_path(spec.target).max_k if spec.builtin else None
+        return [Subject(spec.text, spec, fn, explicit=True, builtin=spec.builtin, max_k=max_k,
+                        budget=_budget(spec.text, opts.device), k=k) for k in opts.ks]
+    return [Subject(name, CandidateSpec.parse(name), get_path(name), explicit=False, builtin=True, max_k=get_path(name).max_k,
                     budget=_budget(name, opts.device), k=k)
             for k in opts.ks for name in path_names()]

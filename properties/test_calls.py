@@ -126,7 +126,7 @@ def test_builtin_argument_errors(subject, suite):
     out = suite.runner.probe("equiv.properties.test_calls:argument_probe", {"max_k": subject.max_k},
                              timeout=suite.opts.timeout)
     if out.abnormal:
-        suite.abnormal(f"the subject {out.problem} in the argument checks")
+        suite.abnormal(f"the subject {out.problem} in the argument checks", kind=out.kind)
     if not out.ok:
         suite.fail(f"the argument checks: the subject {out.problem}")
     problems, calls = out.value

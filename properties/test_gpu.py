@@ -30,7 +30,7 @@ def _run(subject, suite, probe: str, **payload):
                                  {"k": suite.k, "dtype": dtype, "name": subject.name, **payload},
                                  timeout=None if suite.opts.timeout is None else 10 * suite.opts.timeout)
         if out.abnormal:
-            suite.abnormal(f"the subject {out.problem} in the {probe} probe ({dtype})")
+            suite.abnormal(f"the subject {out.problem} in the {probe} probe ({dtype})", kind=out.kind)
         if not out.ok:
             suite.fail(f"{dtype}: the {probe} probe: the subject {out.problem}")
         res = out.value

@@ -47,7 +47,7 @@ def device(request):
 def _judge(verifier, cases, device, request, checks):
     from equiv.ops.verify.judge import run_judge
 
-    from equiv.properties.subjects import parse_timeout
+    from equiv.run.timeouts import parse_timeout
 
     timeout = parse_timeout(option(request.config, "equiv_timeout"))
     verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=timeout)
@@ -65,12 +65,13 @@ def test_verify_drawn_recipes(verifier, device, request):
 
     from equiv.ops.verify.judge import Case
     from equiv.properties.verify_strategies import verify_recipes
+    from equiv.pytest.plugin import suite_settings
 
     request.node.user_properties.append(("equiv_property", "verify_drawn_recipes"))
     quick = option(request.config, "equiv_budget") == "quick"
     count = {"examples": 0}
 
-    @settings(max_examples=QUICK_EXAMPLES if quick else settings.default.max_examples,
+    @settings(suite_settings(), max_examples=QUICK_EXAMPLES if quick else suite_settings().max_examples,
               report_multiple_bugs=False)
     @given(recipe=verify_recipes())
     def drawn(recipe):

@@ -7,7 +7,10 @@
 #   3. the project's own tests pass unchanged with equiv's plugins loaded (also with xdist off);
 #   4. `equiv gate --candidate kernel.py:fn` and `PYTHONPATH=. equiv gate --candidate kernel:fn`
 #      pass a correct kernel (quick budget) and leave nothing behind in the project;
-#   5. `equiv gate --candidate hardcoded_one` fails with exit 1.
+#   5. `equiv gate --candidate hardcoded_one` fails with exit 1;
+#   6. the README's `pytest --pyargs equiv.properties --equiv-candidate ...`, run in the project
+#      beside its own tests (whose loaded profile `ci` has a 200 ms deadline and 500 examples),
+#      passes a correct kernel, fails hardcoded_one, and the project's tests still see `ci`.
 # Logs go to a temporary folder and are printed only for a step that fails. Exit 0 when every
 # step did what it should; otherwise 1. Usage: scripts/citizen_check.sh (from anywhere).
 set -uo pipefail
@@ -61,7 +64,7 @@ import os
 
 from hypothesis import settings
 
-settings.register_profile("ci", max_examples=500)
+settings.register_profile("ci", max_examples=500, deadline=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
@@ -93,6 +96,7 @@ import reference
 
 def test_its_own_profile():
     assert settings.get_current_profile_name() == "ci" and settings.default.max_examples == 500
+    assert settings.default.deadline.total_seconds() == 0.2
 
 
 def test_its_own_modules():
@@ -119,6 +123,12 @@ step gate_module_spec 0 env PYTHONPATH=. "$work/venv/bin/equiv" -q gate --candid
      --stages properties
 step gate_hardcoded_one 1 env -u PYTHONPATH "$work/venv/bin/equiv" gate --candidate hardcoded_one --device cpu \
      --stages tolerance
+step pyargs_suite_beside_its_tests 0 env -u PYTHONPATH -u HYPOTHESIS_PROFILE "$venv_py" -m pytest -q \
+     -p no:cacheprovider test_project.py --pyargs equiv.properties --equiv-candidate kernel.py:fn --equiv-device cpu
+step pyargs_suite_hardcoded_one 1 env -u PYTHONPATH -u HYPOTHESIS_PROFILE "$venv_py" -m pytest -q \
+     -p no:cacheprovider test_project.py --pyargs equiv.properties --equiv-candidate hardcoded_one --equiv-device cpu \
+     --equiv-budget quick
+rm -rf "$project/.hypothesis"
 rm -f "$project/gate.json" "$project/gate.xml"
 after=$(cd "$project" && ls -A | sort | tr '\n' ' ')
 if [ "$before" != "$after" ]; then

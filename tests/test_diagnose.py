@@ -23,12 +23,12 @@ import pytest
 from equiv.diagnose import diagnose
 from equiv.diagnose.isolate import Isolation, Residual, neighbours_matter
 from equiv.diagnose.probe import Prober
-from equiv.gate import GateCheck
+from equiv.checks import Check
 from equiv.ops.draft_topk.recipes import Recipe
 
 
-def failing(name: str, recipe: str, passed: bool = False) -> GateCheck:
-    return GateCheck(name, passed, "differs from the reference", counterexample=f"recipe {recipe}, worst row 0",
+def failing(name: str, recipe: str, passed: bool = False) -> Check:
+    return Check(name, passed, "differs from the reference", counterexample=f"recipe {recipe}, worst row 0",
                      repro=f"REPRO: equiv check --candidate X --recipe '{recipe}'")
 
 
@@ -36,7 +36,7 @@ SPLIT_VOCAB_CHECKS = [
     failing("property:equivalence", "gaussian:seed=5,batch=2,vocab=2,dtype=float32,pad=1"),
     failing("property:poisoned_batches", "poison_mix:seed=0,batch=4,vocab=8,dtype=float32"),
     failing("tolerance:gaussian:float32", "gaussian:seed=0,batch=4,vocab=1000,dtype=float32"),
-    GateCheck("property:raw_arrays", False, "the raw array differs from the reference (poisoning)",
+    Check("property:raw_arrays", False, "the raw array differs from the reference (poisoning)",
               counterexample="raw_arrays(\n    logits=array([[nan, nan]], dtype=float32),\n    dtype='float32',\n)"),
 ]
 
@@ -123,7 +123,7 @@ def test_the_neighbour_test_tells_a_batch_reduction_from_a_grid_cap():
 
 
 def test_stale_output_is_confirmed_on_a_fresh_shape_and_a_pure_function_is_not_stale():
-    checks = [GateCheck("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
+    checks = [Check("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
                         counterexample="repeated_calls(recipe=Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32'))")]
     d = diagnose("equiv.ops.draft_topk.mutants:cached_by_shape", checks, k=1)
     assert [x.kind for x in d.defects] == ["stale_output"], d.summary()
@@ -151,7 +151,7 @@ def test_outputs_json_console_junit_and_repro():
 def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
     import subprocess
 
-    checks = [GateCheck("property:raw_arrays", False, "the raw array differs from the reference (contract)",
+    checks = [Check("property:raw_arrays", False, "the raw array differs from the reference (contract)",
                         counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)")]
     d = diagnose("equiv.ops.draft_topk.mutants:padding_lane_wins", checks, k=1)
     assert [x.kind for x in d.defects] == ["out_of_vocabulary_index"], d.summary()
@@ -170,14 +170,26 @@ def test_the_deadline_stops_new_calls_and_says_what_was_left():
 
 
 def test_a_hang_or_an_exit_is_named_from_the_check_and_never_re_run():
-    checks = [GateCheck("tolerance:gaussian:float32", False, "contract: did not return within 5 s",
-                        counterexample="recipe gaussian:seed=0,batch=4,vocab=1000,dtype=float32, worst row None",
-                        repro="REPRO: equiv check --candidate tests/candidates/x.py:f --recipe 'gaussian:seed=0'"),
-              GateCheck("property:raw_arrays", False, "exited with code 0 during the call")]
+    # how the call ended is data (Check.outcome, the CallOutcome.kind), never read from the wording
+    checks = [Check("tolerance:gaussian:float32", False, "contract: did not return within 5 s",
+                    counterexample="recipe gaussian:seed=0,batch=4,vocab=1000,dtype=float32, worst row None",
+                    repro="REPRO: equiv check --candidate tests/candidates/x.py:f --recipe 'gaussian:seed=0'",
+                    outcome="timeout", recipe="gaussian:seed=0,batch=4,vocab=1000,dtype=float32"),
+              Check("property:raw_arrays", False, "exited with code 0 during the call", outcome="exit"),
+              Check("property:equivalence", False, "was killed by SIGSEGV during the call", outcome="signal")]
     d = diagnose("softmax_topk", checks, k=1)
     assert sorted(x.kind for x in d.defects) == ["crash", "hang"] and d.calls == 0, d.summary()
     hang = next(x for x in d.defects if x.kind == "hang")
     assert hang.repro.startswith("REPRO: equiv check") and "did not return" in hang.evidence
+    crash = next(x for x in d.defects if x.kind == "crash")
+    assert {"property:raw_arrays", "property:equivalence"} <= set(crash.checks)
+
+
+def test_wording_alone_names_no_abnormal_end():
+    from equiv.diagnose.core import abnormal_kind
+
+    assert abnormal_kind(Check("property:x", False, "did not return within 5 s")) is None
+    assert abnormal_kind(Check("property:x", False, "anything", outcome="signal")) == "crash"
 
 
 def test_a_users_file_candidate_is_diagnosed_through_its_supervised_worker(tmp_path):
@@ -219,7 +231,7 @@ def test_a_value_failure_no_worse_than_the_baseline_is_the_tolerance_not_a_defec
 
 
 def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
-    checks = [GateCheck(f"tolerance:{fam}:float32", False, "value: Mismatched values ...; regression: max rel err",
+    checks = [Check(f"tolerance:{fam}:float32", False, "value: Mismatched values ...; regression: max rel err",
                         counterexample=f"recipe {fam}:seed=0,batch=4,vocab=1000,dtype=float32, worst row 0")
               for fam in ("gaussian", "zipf", "dominant", "near_uniform")]
     d = diagnose("hardcoded_one", checks, k=1)
@@ -227,7 +239,7 @@ def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
     assert set(d.defects[0].checks) == {c.name for c in checks}
     assert d.by_likeness == ("tolerance:dominant:float32", "tolerance:near_uniform:float32")
     assert "by likeness" in d.summary()
-    unlike = checks[:2] + [GateCheck("tolerance:dominant:float32", False, "index: Mismatched indices ...",
+    unlike = checks[:2] + [Check("tolerance:dominant:float32", False, "index: Mismatched indices ...",
                                      counterexample="recipe dominant:seed=0,batch=4,vocab=1000,dtype=float32")]
     assert diagnose("hardcoded_one", unlike, k=1).by_likeness == ()
 

@@ -59,7 +59,8 @@ def test_check_prints_the_defect_first(capsys):
 
 def test_report_diagnoses_each_failing_path():
     from equiv.diagnose.attach import for_report, with_defects
-    from equiv.report import render, report_rows
+    from equiv.report import render
+    from equiv.report.rows import report_rows
 
     report = report_rows(["hardcoded_one", "softmax_topk"], ["float32"], ["gaussian", "poison_mix"], vocab=1000,
                          batch=6, seed=0, k=1, device="cpu")

@@ -84,12 +84,15 @@ def test_unwritable_output_is_a_usage_error(tmp_path):
 
 @pytest.mark.parametrize("candidate, device", [("identity_top1", "cuda"), ("no_such_path", "cpu")])
 def test_the_suite_starts_first_and_is_killed_when_the_command_fails_after(monkeypatch, candidate, device):
-    # the property suite is the critical path, so it starts before torch is imported and the
-    # device or the candidate is resolved; a failure there (no GPU, a spec that names nothing)
-    # is still a usage error, and the started suite is killed, not left running
-    import equiv.gate as gate
+    # the property suite is the critical path, so it starts before the device is resolved; a
+    # failure there (no GPU) is still a usage error, and the started suite is killed, not left
+    # running. A spec that names nothing is refused before anything starts (it is parsed once,
+    # first, with every other argument)
+    import importlib
+
     from equiv.errors import UsageError
 
+    gate = importlib.import_module("equiv.gate")
     if device == "cuda":
         import torch
 
@@ -102,11 +105,14 @@ def test_the_suite_starts_first_and_is_killed_when_the_command_fails_after(monke
         def kill(self):
             self.killed = True
 
-    def fake_start(spec, **kw):
-        started.append((spec, kw["device"], Handle()))
+    def fake_start(options, **kw):
+        started.append((options.candidate, options.device, Handle()))
         return started[-1][2]
 
     monkeypatch.setattr(gate, "start_properties", fake_start)
     with pytest.raises(UsageError):
         run_gate(candidate, device=device)
-    assert [(s, d) for s, d, _ in started] == [(candidate, device)] and started[0][2].killed
+    if candidate == "no_such_path":
+        assert started == []
+    else:
+        assert [(s, d) for s, d, _ in started] == [(candidate, device)] and started[0][2].killed

@@ -18,7 +18,7 @@ import torch
 import equiv
 from equiv.ops.draft_topk.compare import _contract, underflow_atol
 from equiv.ops.draft_topk.recipes import Recipe
-from equiv.timeouts import limit_seconds
+from equiv.run.timeouts import limit_seconds
 
 HERE = os.path.dirname(__file__)
 DODGERS = os.path.join(HERE, "candidates", "shape_dodgers.py")

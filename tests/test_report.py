@@ -18,8 +18,10 @@ import pytest
 
 import equiv
 from equiv.atomic import atomic_write
-from equiv.report import Report, render, report_rows
-from equiv.report_html import LIST_LIMIT, PAGE_WIDTH_PX, error_figure, figure_png, png_size
+from equiv.report import render
+from equiv.report.rows import Report, report_rows
+from equiv.figures import PAGE_WIDTH_PX, figure_png, png_size
+from equiv.report.html import LIST_LIMIT, error_figure
 
 HOSTILE = '<script>alert("owned")</script><img src=x onerror=alert(1)> & </td></table>'
 
@@ -150,7 +152,7 @@ def test_a_cut_list_says_how_many_it_left_out(small_report):
 
 def test_images_fit_a_1400px_page(page, small_report):
     from equiv.mtp.report import acceptance_png
-    from equiv.report_html import pyplot
+    from equiv.figures import pyplot
 
     paths = ["softmax_topk", "hardcoded_one", "identity_top1", "fused_triton"]
     mtp = [{"path": p, "consumer": c, "histogram": [1, 2, 3, 10], "accept_length": 3.1}

@@ -6,9 +6,9 @@ one gets the library's one-line message with a "did you mean".
 """
 from __future__ import annotations
 
-DEVICES = ("auto", "cpu", "cuda")
-BUDGETS = ("quick", "full")
-DTYPES = ("float32", "bfloat16", "float16")
+from equiv.ops import OP_NAMES
+from equiv.options import BUDGETS, DEFAULTS, DEVICES, DTYPES
+from equiv.run.timeouts import timeout_text
 
 
 def one_of(choices) -> str:
@@ -22,6 +22,17 @@ def listed(choices) -> str:
 def add_device(p) -> None:
     p.add_argument("--device", default="auto", metavar=one_of(DEVICES),
                    help="where inputs are built and the candidate runs (default auto: cuda when present)")
+
+
+def add_op(p, what: str = "the operation") -> None:
+    p.add_argument("--op", default=DEFAULTS["op"], metavar="|".join(OP_NAMES),
+                   help=f"{what}: draft_topk (default) or verify, a rejection sampler "
+                        f"fn(draft_token_ids, draft_probs, target_probs, generator)")
+
+
+def add_timeout(p, what: str = "per-call time-out in seconds") -> None:
+    default = timeout_text(DEFAULTS["timeout"])
+    p.add_argument("--timeout", default=default, metavar="SEC", help=f"{what} (default {default}; inf: none)")
 
 
 def add_json(p, what: str) -> None:

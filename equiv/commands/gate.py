@@ -1,7 +1,8 @@
 """``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
 from __future__ import annotations
 
-from equiv.commands import BUDGETS, DTYPES, add_device, add_json, check_outputs, listed, one_of, write_json
+from equiv.commands import (BUDGETS, DTYPES, add_device, add_json, add_op, add_timeout, check_outputs, listed,
+                             one_of, write_json)
 
 STAGES = ("properties", "tolerance", "mtp")
 
@@ -11,9 +12,7 @@ def add_parser(sub):
     p.add_argument("--candidate", required=True, metavar="SPEC",
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
-    p.add_argument("--op", default="draft_topk", metavar="draft_topk|verify",
-                   help="the operation: draft_topk (default) or verify, a rejection sampler "
-                        "fn(draft_token_ids, draft_probs, target_probs, generator)")
+    add_op(p)
     p.add_argument("--k", default="1", metavar="K[,K...]",
                    help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
     add_device(p)
@@ -24,8 +23,7 @@ def add_parser(sub):
                    help="quick: a pull request, seconds (default); full: nightly example counts, 3 seeds")
     p.add_argument("--seed", type=int, default=0, help="seed of every recipe and of Hypothesis (default 0)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage (default 129280)")
-    p.add_argument("--timeout", default="60", metavar="SEC",
-                   help="per-call time-out in seconds, in every stage (default 60; inf: none)")
+    add_timeout(p, "per-call time-out in seconds, in every stage")
     p.add_argument("--stages", default=None, metavar="STAGES",
                    help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
                         f"properties, statistics (default: all)")

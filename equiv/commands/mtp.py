@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from equiv.commands import BUDGETS, add_device, add_json, check_outputs, listed, one_of, write_json
+from equiv.commands import BUDGETS, add_device, add_json, add_timeout, check_outputs, listed, one_of, write_json
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 _HARNESS_BUDGET = {"quick": "quick", "full": "default"}
@@ -32,8 +32,7 @@ def add_parser(sub):
     p.add_argument("--budget", default="full", metavar=one_of(BUDGETS),
                    help="sizes of the run: quick (the gate's MTP stage) or full (default)")
     p.add_argument("--seed", type=int, default=0, help="seed of the model, prompts and sampling (default 0)")
-    p.add_argument("--timeout", default="60", metavar="SEC",
-                   help="per-call time-out of a candidate given by spec, in seconds (default 60; inf: none)")
+    add_timeout(p, "per-call time-out of a candidate given by spec, in seconds")
     add_device(p)
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="replay a recorded equiv-mtp-trace/1 .npz instead")
@@ -60,7 +59,7 @@ def run(args) -> int:
     optional = {k: v for k, v in (("threshold", args.threshold), ("tree_topk", args.tree_topk),
                                   ("tree_tokens", args.tree_tokens)) if v is not None}
     start = time.monotonic()
-    from equiv.properties.subjects import parse_timeout
+    from equiv.run.timeouts import parse_timeout
 
     with args.console.progress("equiv mtp") as bar:
         result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab,

@@ -25,7 +25,7 @@ def add_parser(sub):
     p.add_argument("--out", default=None, metavar="FILE", help="write the report to FILE (atomically)")
     p.add_argument("--mtp-json", default=None, metavar="FILE",
                    help="an `equiv mtp --json` output whose acceptance histograms the HTML embeds")
-    p.add_argument("--timeout", type=float, default=None, help="per-call time-out in seconds (default: none)")
+    p.add_argument("--timeout", default=None, metavar="SEC", help="per-call time-out in seconds (default: none)")
     p.set_defaults(run=run)
 
 
@@ -51,47 +51,23 @@ def _with_version(text: str, fmt: str) -> str:
 
 
 def run(args) -> int:
+    from equiv.api import report
     from equiv.atomic import atomic_write
-    from equiv.devices import resolve_device
-    from equiv.ops.draft_topk.recipes import DTYPES as KNOWN
-    from equiv.ops.draft_topk.recipes import FAMILIES
-    from equiv.ops.draft_topk.paths import get_path, path_names
     from equiv.report import FORMATS as RENDERED
-    from equiv.report import render, report_rows
-    from equiv.validation import check_choice, check_choices, check_float, check_int
+    from equiv.validation import check_choice
 
     check_outputs(out=args.out)
     fmt = check_choice("format", args.format, RENDERED)
-    paths = check_choices("paths", args.paths, path_names()) if args.paths and ":" not in args.paths \
-        else (args.paths.split(",") if args.paths else path_names())
-    dtypes = check_choices("dtype", args.dtype, KNOWN)
-    families = check_choices("families", args.families, FAMILIES) if args.families else list(FAMILIES)
-    vocab = check_int("vocab", args.vocab, min_value=1)
-    batch = check_int("batch", args.batch, min_value=1)
-    seed = check_int("seed", args.seed, min_value=0)
-    k = check_int("k", args.k, min_value=1, max_value=vocab)
-    timeout = check_float("timeout", args.timeout, min_value=0, exclusive_min=True) if args.timeout else None
-    device = resolve_device(args.device)
     mtp = _read_mtp(args.mtp_json) if args.mtp_json else None
-    from equiv.run import load_check
-
-    for p in paths:
-        load_check(p, device, timeout)           # fail fast, exit 2, before any work (in its worker)
-    paths = [p for p in paths if p not in path_names() or get_path(p).supports_k(k)]
-    import time
-
-    from equiv.diagnose.attach import for_report, with_defects
-
-    t0 = time.perf_counter()
     with args.console.progress("equiv report", unit="case") as bar:
-        report = report_rows(paths, dtypes, families, vocab=vocab, batch=batch, seed=seed, k=k,
-                             device=device, progress=bar, timeout=timeout)
-    diagnoses = for_report(report, timeout=timeout, elapsed_s=time.perf_counter() - t0)
-    text = _with_version(with_defects(render(report, fmt, mtp), fmt, diagnoses), fmt)
+        result = report(args.paths, dtypes=args.dtype, families=args.families, vocab=args.vocab,
+                        batch=args.batch, seed=args.seed, k=args.k, device=args.device,
+                        timeout=args.timeout, progress=bar)
+    text = _with_version(result.render(fmt, mtp), fmt)
     if args.out:
         atomic_write(args.out, text if text.endswith("\n") else text + "\n")
         args.console.note(f"equiv report: wrote {fmt} report to {args.out} "
-                          f"({'all correct paths pass' if report.passed else 'a check failed'})")
+                          f"({'all correct paths pass' if result.passed else 'a check failed'})")
     else:
         args.console.out(text)
-    return 0 if report.passed else 1
+    return 0 if result.passed else 1

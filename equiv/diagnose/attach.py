@@ -31,28 +31,28 @@ def for_gate(spec: str, checks, *, k: int, device: str, timeout: float, elapsed_
 
 
 def for_comparison(spec: str, result, *, device: str, timeout: float | None, elapsed_s: float) -> Diagnosis:
-    from equiv.gate import GateCheck
+    from equiv.checks import Check
 
     if result.passed:
         return Diagnosis(spec)
     detail = "; ".join(f"{c.name}: {c.detail}" for c in result.failed_checks)
-    check = GateCheck("check", False, detail, counterexample=f"recipe {result.recipe}" if result.recipe else None,
+    check = Check("check", False, detail, counterexample=f"recipe {result.recipe}" if result.recipe else None,
                       repro=result.repro)
     return diagnose(spec, [check], k=result.k, device=device, dtype=result.dtype,
-                    timeout=timeout or 60.0, budget_s=budget_for(elapsed_s))
+                    timeout=timeout, budget_s=budget_for(elapsed_s))
 
 
 def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
     """``{path: Diagnosis}`` for every path with a failing row of ``report``."""
-    from equiv.gate import GateCheck
+    from equiv.checks import Check
 
     failing = [r for r in report.rows if not r.passed]
     paths = list(dict.fromkeys(r.path for r in failing))
     out = {}
     for path in paths:
-        checks = [GateCheck(f"report:{r.family}:{r.dtype}", False, ", ".join(r.failed_checks), repro=r.repro)
+        checks = [Check(f"report:{r.family}:{r.dtype}", False, ", ".join(r.failed_checks), repro=r.repro)
                   for r in failing if r.path == path]
-        out[path] = diagnose(path, checks, k=report.k, device=report.device, timeout=timeout or 60.0,
+        out[path] = diagnose(path, checks, k=report.k, device=report.device, timeout=timeout,
                              budget_s=budget_for(elapsed_s) / len(paths))
     return out
 

@@ -22,6 +22,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+
 EXPECTED_KINDS = {
     "constant_probability": ("placeholder_probability",),
     "index_off_by_one": ("wrong_index",),
@@ -110,7 +112,7 @@ def _k(name: str) -> int:
 def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
     """The battery through ``equiv.ops.draft_topk.compare``; a failing input is a failing check (docstring)."""
     from equiv.ops.draft_topk.compare import compare
-    from equiv.gate import GateCheck
+    from equiv.checks import Check
     from equiv.ops.draft_topk.recipes import Recipe
 
     checks = []
@@ -118,15 +120,16 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
         recipe = Recipe.parse(text)
         if recipe.vocab < k:
             continue
-        res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=60.0)
-        checks.append(GateCheck(f"mini:{i}:{recipe.family}", res.passed,
+        res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=DEFAULT_TIMEOUT_S)
+        checks.append(Check(f"mini:{i}:{recipe.family}", res.passed,
                                 "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
                                 f"recipe {recipe}", res.repro))
     first = Recipe.parse("gaussian:seed=0,batch=1,vocab=2,dtype=float32")
-    a = compare(spec, first.build(device), k, recipe=first, timeout=60.0)
-    b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1), timeout=60.0)
+    a = compare(spec, first.build(device), k, recipe=first, timeout=DEFAULT_TIMEOUT_S)
+    b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1),
+                timeout=DEFAULT_TIMEOUT_S)
     stale = a.passed and not b.passed
-    checks.append(GateCheck("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
+    checks.append(Check("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
                             f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
     return checks
 
@@ -145,7 +148,7 @@ def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:
         else:
             checks = mini_gate(spec, k, device)
         t1 = time.perf_counter()
-        d = diagnose(spec, checks, k=k, device=device, timeout=60.0)
+        d = diagnose(spec, checks, k=k, device=device, timeout=DEFAULT_TIMEOUT_S)
         t2 = time.perf_counter()
         rows.append(Row(name, EXPECTED_KINDS.get(name, ("?",)), tuple(x.kind for x in d.defects),
                         tuple(x.trigger for x in d.defects), sum(not c.passed for c in checks),

@@ -39,61 +39,14 @@ import numpy as np
 from equiv.diagnose.explain import explained, merge_scopes, scope_of
 from equiv.diagnose.isolate import STATUS_KIND, Isolation, Residual
 from equiv.diagnose.probe import INDEX, OOV, VALUE, Prober
-from equiv.diagnose import sources
+from equiv.diagnose import render, sources
+from equiv.diagnose.defect import Defect, Diagnosis
+from equiv.diagnose.taxonomy import KINDS
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 BLAND = "gaussian:seed=0,batch=4,vocab=1000,dtype={dtype}"
 EDGE = 1.25                  # a value failure within 25% over the table may be the table's own edge
 _RELATION_FIRST = ("poison_never_leaks", "row_independence", "vocab_permutation", "shift_invariance")
-
-
-@dataclass(frozen=True)
-class Defect:
-    """One cause of failure: its kind, the smallest input that shows it, the numbers, the
-    failing checks it explains and a command that replays it."""
-
-    kind: str
-    title: str
-    explanation: str
-    trigger: str
-    evidence: str
-    checks: tuple
-    repro: str
-    affects: str
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "title": self.title, "explanation": self.explanation,
-                "trigger": self.trigger, "evidence": self.evidence, "checks": list(self.checks),
-                "repro": self.repro, "affects": self.affects}
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    """The defects behind a run's failing checks (``defects`` is empty when nothing failed)."""
-
-    candidate: str
-    defects: tuple = ()
-    unexplained: tuple = ()          # failing checks no defect accounts for
-    tolerance_edge: tuple = ()       # failing checks no worse than softmax_topk on the same input
-    by_likeness: tuple = ()          # failing checks attributed by likeness to re-run ones, not re-run
-    not_diagnosed: tuple = ()        # failing checks left when the deadline passed
-    calls: int = 0
-    duration_s: float = 0.0
-
-    def to_json(self) -> dict:
-        return {"defects": [d.to_json() for d in self.defects], "unexplained": list(self.unexplained),
-                "tolerance_edge": list(self.tolerance_edge), "by_likeness": list(self.by_likeness),
-                "not_diagnosed": list(self.not_diagnosed), "calls": self.calls,
-                "duration_s": round(self.duration_s, 3)}
-
-    def beside_checks(self) -> dict:
-        """The keys a run's JSON carries next to its checks: ``defects`` and ``diagnosis``."""
-        doc = self.to_json()
-        return {"defects": doc.pop("defects"), "diagnosis": doc}
-
-    def summary(self) -> str:
-        from equiv.diagnose.render import console_block
-
-        return console_block(self)
 
 
 @dataclass
@@ -110,8 +63,6 @@ class _Suspect:
     @property
     def finding(self):
         """The finding that names the defect: the most severe kind among its findings."""
-        from equiv.diagnose.taxonomy import KINDS
-
         return min(self.findings, key=lambda f: KINDS[f.kind].severity)
 
     @property
@@ -408,13 +359,18 @@ LIKENESS_RUNS = 2
 def _likeness(check):
     """Checks alike enough that two of them re-run and wholly explained by the same defects stand
     for the rest: the same stage, the same failing sub-checks of compare, the same dtype, padding
-    and poisoning of the input. None for a check without a recipe."""
-    recipes = sources.recipes_in("\n".join(x for x in (check.counterexample, check.repro) if x))
-    if not recipes or ":" not in check.name:
+    and poisoning of the input. None for a check that carries no recipe (``Check.recipe``)."""
+    from equiv.errors import InvalidArgument
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    if not getattr(check, "recipe", None) or ":" not in check.name:
         return None
-    r = recipes[0]
-    failed = tuple(sorted(set(re.findall(r"\b(contract|index|value|poisoning|regression):", check.detail or ""))))
-    return (check.name.split(":")[0], failed, r.dtype, r.pad > 0, r.family == "poison_mix")
+    try:
+        r = Recipe.parse(check.recipe)
+    except InvalidArgument:
+        return None
+    return (check.name.split(":")[0], tuple(sorted(getattr(check, "parts", ()))), r.dtype, r.pad > 0,
+            r.family == "poison_mix")
 
 
 # How compare words a contract break of each contract kind (a shortcut for checks of a kind
@@ -423,27 +379,23 @@ _CONTRACT_WORDING = {"input_write": ("modified its input", "wrote past", "in pla
                      "output_format": ("has shape", "has dtype", "expected a tuple", "expected a torch.Tensor"),
                      "crash": ("raised ",)}
 
-# How equiv.run words the ends of a call that stop a worker (see equiv.run.outcome), and the
-# properties stage's own time-out: the first matching phrase names the kind.
-_ABNORMAL = (("did not return", "hang"), ("did not finish", "hang"), ("exited with code", "crash"),
-             ("killed by signal", "crash"), ("raised KeyboardInterrupt", "crash"),
-             ("raised SystemExit", "crash"), ("raised GeneratorExit", "crash"))
+# How a call that stops a worker ended (``Check.outcome``: the ``CallOutcome.kind`` of
+# ``equiv.run``, or the properties stage's own time-out), and the defect kind it is.
+_ABNORMAL = {"timeout": "hang", "exit": "crash", "signal": "crash", "interrupt": "crash"}
 
 
 def abnormal_kind(check) -> str | None:
-    detail = check.detail or ""
-    return next((kind for phrase, kind in _ABNORMAL if phrase in detail), None)
+    return _ABNORMAL.get(getattr(check, "outcome", None))
 
 
 def _same_residual(a: Residual, b: Residual) -> bool:
     return a.status == b.status and a.regression == b.regression and np.array_equal(a.rows, b.rows)
 
 
-def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 60.0,
+def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float | None = DEFAULT_TIMEOUT_S,
              dtype: str = "float32", budget_s: float | None = None, max_calls: int = 400) -> Diagnosis:
     """The defects behind ``checks`` (objects with ``name``, ``passed``, ``detail``,
     ``counterexample``, ``repro``) of candidate ``spec`` judged at ``k`` on ``device``."""
-    from equiv.diagnose.render import defect_of
     from equiv.ops.draft_topk.recipes import Recipe
 
     t0 = time.perf_counter()
@@ -480,3 +432,15 @@ def _report_order(s: _Suspect):
     rank = {"process": 0, "memory": 1, "tokens": 2, "probabilities": 3}
     tokens = kind.affects == "tokens" or bool(s.bits & (INDEX | OOV))
     return (rank[kind.affects] if not tokens or kind.affects in ("process", "memory") else 2, kind.severity)
+
+
+def defect_of(suspect, prober):
+    f = suspect.finding
+    kind = KINDS[suspect.kind]
+    device = prober.device.split(":")[0]
+    affects = kind.affects
+    if affects not in ("process", "memory"):
+        affects = "tokens" if suspect.bits & (INDEX | OOV) else "probabilities"
+    return Defect(kind=kind.name, title=kind.title, explanation=kind.explanation,
+                  trigger=render.trigger_text(f), evidence=render.evidence_all(suspect), checks=tuple(suspect.checks),
+                  repro=render.repro_of(f, prober.spec, prober.k, device), affects=affects)

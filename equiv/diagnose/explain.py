@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.diagnose.isolate import STATUS_KIND, rank_relation, answer_ignores_input, neighbours_matter
+from equiv.diagnose.isolate import (STATUS_KIND, _ranks, answer_ignores_input, index_relation, neighbours_matter,
+                                   rank_relation)
 from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 ALL = OOV | INDEX | VALUE | POISON | LEAK
@@ -55,33 +56,6 @@ def _magnitude(inputs) -> float:
 def _row_magnitude(obs) -> np.ndarray:
     x = np.where(np.isfinite(obs.ref.rows), np.abs(obs.ref.rows), 0.0)
     return x.max(axis=1) if x.size else np.zeros(0)
-
-
-def index_relation(obs) -> tuple:
-    """('offset', d), ('rank', r) or ('any',) for the index faults of ``obs`` (two rows at least
-    must show the same offset or rank)."""
-    rows = obs.rows_with(INDEX | OOV)
-    if rows.size < 2 or obs.idx is None:
-        return ("any",)
-    d = obs.idx[rows] - obs.ref.topk_index[rows]
-    if np.all(d == d.flat[0]) and d.flat[0] != 0:
-        return ("offset", int(d.flat[0]))
-    ranks = _ranks(obs, rows)
-    if ranks is not None and np.all(ranks == ranks[0]):
-        return ("rank", int(ranks[0]))
-    return ("any",)
-
-
-def _ranks(obs, rows):
-    """The rank (0 = best) of the returned rank-0 index in each row of ``rows``."""
-    out = []
-    for b in rows:
-        j = int(obs.idx[b, 0])
-        if not 0 <= j < obs.ref.vocab or obs.ref.kind[b] != "healthy":
-            return None
-        x = np.asarray(obs.ref.rows[b], dtype=np.float64)
-        out.append(int((x > x[j]).sum()))
-    return np.array(out)
 
 
 def scope_of(finding) -> dict:

@@ -313,8 +313,6 @@ class Isolation:
     def _relation(self, cur) -> tuple:
         """How wrong indices relate to the exact ones, read on eight rows of the trigger's kind
         (one row cannot show a pattern)."""
-        from equiv.diagnose.explain import index_relation
-
         obs = cur
         if cur.rows_with(INDEX | OOV).size < 2 and not isinstance(cur.inputs, RawInput):
             wider = self.prober.observe(cur.inputs.with_(batch=8))
@@ -442,3 +440,30 @@ def rank_relation(obs) -> str:
     with np.errstate(invalid="ignore"):
         rising = (np.diff(exact, axis=1) >= 0).all(axis=1) & (np.diff(exact, axis=1) > 0).any(axis=1)
     return "ascending" if rising.all() else "other"
+
+
+def index_relation(obs) -> tuple:
+    """('offset', d), ('rank', r) or ('any',) for the index faults of ``obs`` (two rows at least
+    must show the same offset or rank)."""
+    rows = obs.rows_with(INDEX | OOV)
+    if rows.size < 2 or obs.idx is None:
+        return ("any",)
+    d = obs.idx[rows] - obs.ref.topk_index[rows]
+    if np.all(d == d.flat[0]) and d.flat[0] != 0:
+        return ("offset", int(d.flat[0]))
+    ranks = _ranks(obs, rows)
+    if ranks is not None and np.all(ranks == ranks[0]):
+        return ("rank", int(ranks[0]))
+    return ("any",)
+
+
+def _ranks(obs, rows):
+    """The rank (0 = best) of the returned rank-0 index in each row of ``rows``."""
+    out = []
+    for b in rows:
+        j = int(obs.idx[b, 0])
+        if not 0 <= j < obs.ref.vocab or obs.ref.kind[b] != "healthy":
+            return None
+        x = np.asarray(obs.ref.rows[b], dtype=np.float64)
+        out.append(int((x > x[j]).sum()))
+    return np.array(out)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from equiv import reference
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 OOV, INDEX, VALUE, POISON, LEAK = 1, 2, 4, 8, 16
 FAULT_NAMES = {OOV: "oov", INDEX: "index", VALUE: "value", POISON: "poison", LEAK: "leak"}
@@ -247,7 +248,7 @@ def _agree_with(result, faults) -> np.ndarray:
 class Prober:
     """Calls the candidate ``spec`` on inputs, one ``equiv.ops.draft_topk.compare`` per call (module docstring)."""
 
-    def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float = 60.0,
+    def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float | None = DEFAULT_TIMEOUT_S,
                  deadline: float | None = None, max_calls: int = 400):
         from equiv.run import runner_for
 

@@ -23,7 +23,7 @@ _FEATURE = {"pad": "the same values contiguous", "family": "the plain gaussian f
             "dtype": "float32", "shift": "no shift", "scale": "scale 1"}
 
 
-def _trigger_text(finding) -> str:
+def trigger_text(finding) -> str:
     t = finding.trigger
     if finding.before is not None:
         return f"{t.inputs} called right after {finding.before.inputs}"
@@ -41,7 +41,7 @@ def _literal(values: np.ndarray) -> str:
     return "[" + ", ".join("[" + ", ".join(one(v) for v in row) + "]" for row in values) + "]"
 
 
-def _repro(finding, spec: str, k: int, device: str) -> str:
+def repro_of(finding, spec: str, k: int, device: str) -> str:
     t = finding.trigger
     check = getattr(t, "check", None)
     if check is not None:                          # not re-run: the check's own replay line
@@ -124,22 +124,8 @@ def evidence_all(suspect) -> str:
     text = evidence_of(main)
     for f in rest:
         text += f"; same cause ({', '.join(sorted({n for n, _ in f.necessary}))}) also shows as " \
-                f"{KINDS[f.kind].title} on {_trigger_text(f)}: {evidence_of(f)}"
+                f"{KINDS[f.kind].title} on {trigger_text(f)}: {evidence_of(f)}"
     return text
-
-
-def defect_of(suspect, prober):
-    from equiv.diagnose.core import Defect
-
-    f = suspect.finding
-    kind = KINDS[suspect.kind]
-    device = prober.device.split(":")[0]
-    affects = kind.affects
-    if affects not in ("process", "memory"):
-        affects = "tokens" if suspect.bits & (INDEX | OOV) else "probabilities"
-    return Defect(kind=kind.name, title=kind.title, explanation=kind.explanation,
-                  trigger=_trigger_text(f), evidence=evidence_all(suspect), checks=tuple(suspect.checks),
-                  repro=_repro(f, prober.spec, prober.k, device), affects=affects)
 
 
 def _some(names, shown: int = 8) -> str:

@@ -100,12 +100,22 @@ def fixture_inputs(name: str) -> list:
 
 
 def inputs_of(check) -> list:
-    """The failing inputs a check names, most faithful first (possibly none): a fixture by name,
-    recipes, the counterexample's array, a raw REPRO line."""
+    """The failing inputs a check names, most faithful first (possibly none): its recipe as data
+    (``Check.recipe``), a fixture by name, recipes in its text (a Hypothesis counterexample), the
+    counterexample's array, a raw REPRO line."""
+    from equiv.errors import InvalidArgument
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    own = []
+    if getattr(check, "recipe", None):
+        try:
+            own = [Recipe.parse(check.recipe)]
+        except InvalidArgument:
+            pass
     text = _text(check)
     m = _FIXTURE.search(check.detail or "")
     found = fixture_inputs(m.group(1)) if m else []
-    return found + recipes_in(text) + (arrays_in(check.counterexample) or raw_in(text))
+    return own + found + [r for r in recipes_in(text) if r not in own] + (arrays_in(check.counterexample) or raw_in(text))
 
 
 def property_name(check) -> str | None:

@@ -38,9 +38,10 @@ import numpy as np
 
 from equiv.errors import InvalidArgument
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
-                                TREE_TOPK, decode, greedy_reference)
+                                TREE_TOPK, DecodeOutcome, decode, greedy_reference)
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
 from equiv.mtp.statistics import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 REFERENCE = "softmax_topk"
@@ -167,10 +168,10 @@ class MtpRun:
                 "results": [r.to_json() for r in self.records]}
 
 
-def _candidates(paths, device: str, timeout=60.0):
-    from equiv.candidate import Candidate, load_candidate
+def _candidates(paths, device: str, timeout=DEFAULT_TIMEOUT_S):
     from equiv.ops.draft_topk.paths import get_path, path_names
-    from equiv.run import load_check, runner_for, trusted
+    from equiv.run import CandidateSpec, load_check, runner_for
+    from equiv.run.load import Candidate
     from equiv.run.supervisor import as_callable
 
     notes = []
@@ -192,16 +193,18 @@ def _candidates(paths, device: str, timeout=60.0):
     # expected failures are the registry's, wherever it runs
     cands = []
     for p in paths:
-        if isinstance(p, str) and not trusted(p.strip()):
-            spec = p.strip()
+        if isinstance(p, Candidate):             # already made (the gate's, judging its worker's decodes)
+            cands.append(p)
+            continue
+        spec = CandidateSpec.parse(p)
+        if spec.isolated:
             load_check(spec, device, timeout)   # a spec that does not load: exit 2 now; an
             fn = as_callable(runner_for(spec, device, timeout))   # import that exits fails each call
-            builtin = spec in path_names()
-            if builtin:
-                fn.max_k = get_path(spec).max_k
-            cands.append(Candidate(spec, fn, builtin=builtin))
+            if spec.builtin:
+                fn.max_k = get_path(spec.target).max_k
+            cands.append(Candidate(spec.text, fn, builtin=spec.builtin))
         else:
-            cands.append(load_candidate(p))
+            cands.append(spec.load())
     names = [c.name for c in cands]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -283,13 +286,15 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
             device: str = "auto", trace=None, budget: str = "default",
             threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
             tree_tokens: int = TREE_TOKENS, margin: float = ACCEPT_LENGTH_MARGIN,
-            progress=None, timeout=60.0, verifier=None) -> MtpRun:
+            progress=None, timeout=DEFAULT_TIMEOUT_S, verifier=None, decoded=None) -> MtpRun:
     """Decode with every path under every consumer and judge each (module docstring).
 
     ``paths``: built-in names, ``pkg.mod:fn`` / ``file.py:fn`` specs or callables
     ``fn(logits, k) -> (topk_p, topk_index)`` (default: every built-in path that runs at speed on
     the device). ``consumers``: names from ``CONSUMERS`` (default: all). ``trace``: a path to an
-    ``equiv-mtp-trace/1`` file or a ``Trace``; it replaces the synthetic model."""
+    ``equiv-mtp-trace/1`` file or a ``Trace``; it replaces the synthetic model. ``decoded``:
+    ``{consumer: raw outcome}`` of the one candidate, decoded in its worker by
+    ``decode_in_worker`` (the gate's MTP stage): judged here, never there."""
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
     from equiv.mtp.traces import Trace, TraceLM, load_trace
@@ -357,7 +362,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         if progress:
             progress(done, total, f"{REFERENCE} x {consumer}")
         for cand in cands:
-            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify))
+            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify, decoded))
             done += 1
             if progress:
                 progress(done, total, f"{cand.name} x {consumer}")
@@ -368,13 +373,46 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     return MtpRun(tuple(records), cfg, model.describe(), tuple(notes), baseline)
 
 
+def decode_in_worker(cand, consumers, *, budget: str, device: str, seed: int, vocab: int,
+                     tree_topk: int = TREE_TOPK, steps: int = 3) -> dict:
+    """``{consumer: raw outcome}`` of ``cand`` on the synthetic model, as ``run_mtp`` with these
+    arguments would decode it: ``{"outcome": DecodeOutcome fields}``, ``{"refused": why}`` (not
+    applicable) or ``{"error": what}``. Runs in the candidate's worker; no judgment is made
+    here (``run_mtp(..., decoded=...)`` makes it in the verdict process)."""
+    from dataclasses import asdict
+
+    from equiv.errors import UsageError
+    from equiv.mtp.models import SyntheticLM
+
+    sizes = BUDGETS[budget]["cuda" if device == "cuda" else "cpu"]
+    model = SyntheticLM(vocab, seed=seed, device=device)
+    kwargs = dict(steps=steps, rounds=sizes["rounds"], sequences=sizes["sequences"], seed=seed,
+                  threshold=CONFIDENCE_THRESHOLD, tree_topk=tree_topk, tree_tokens=TREE_TOKENS)
+    out = {}
+    for consumer in consumers:
+        reason = _not_applicable(cand, consumer, model, tree_topk)
+        if reason is not None:
+            out[consumer] = {"refused": reason}
+            continue
+        try:
+            out[consumer] = {"outcome": asdict(decode(model, cand, consumer, name=cand.name, **kwargs))}
+        except UsageError as exc:
+            out[consumer] = ({"refused": f"{cand.name} refused k={tree_topk}: {exc}"}
+                             if consumer == "tree" and not cand.builtin else {"error": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:                                  # a crashing path is a failure
+            out[consumer] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
+
+
 def _verifier_name(verifier):
     if verifier is None or isinstance(verifier, str):
         return verifier
     return getattr(verifier, "spec", None) or getattr(verifier, "__name__", repr(verifier))
 
 
-def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs) -> MtpRecord:
+def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=None) -> MtpRecord:
+    """The record of ``cand`` under ``consumer``: it decodes here, or ``decoded[consumer]`` holds
+    what its worker decoded (``decode_in_worker``); either way the judgment is made here."""
     from equiv.errors import UsageError
 
     base = dict(path=cand.name, consumer=consumer, repro=_repro(cfg, cand.name, consumer),
@@ -385,7 +423,16 @@ def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs) -> MtpRec
     if reason is not None:
         return MtpRecord(applicable=False, reason=reason, error=None, **empty, **base)
     try:
-        out = ref_out if cand.name == REFERENCE else decode(model, cand, consumer, name=cand.name, **kwargs)
+        if decoded is not None:                  # decoded elsewhere (the candidate's worker): raw data
+            got = decoded.get(consumer)
+            if got is None or got.get("error"):
+                reason = "no outcome came back" if got is None else got["error"]
+                return MtpRecord(applicable=True, reason=None, error=reason, **empty, **base)
+            if got.get("refused"):
+                return MtpRecord(applicable=False, reason=got["refused"], error=None, **empty, **base)
+            out = DecodeOutcome(**got["outcome"])
+        else:
+            out = ref_out if cand.name == REFERENCE else decode(model, cand, consumer, name=cand.name, **kwargs)
     except UsageError as exc:
         if consumer == "tree" and not cand.builtin:
             return MtpRecord(applicable=False, reason=f"{cand.name} refused k={cfg['tree_topk']}: {exc}",

@@ -80,7 +80,7 @@ def summary_line(run) -> str:
 def acceptance_png(records, title: str | None = None) -> bytes | None:
     """PNG of accepted-count histograms from record dicts (``to_json``), one panel per consumer,
     two panels a row so that the image fits a 1400 px page; None when no record has a histogram."""
-    from equiv.report_html import figure_png, pyplot, short_label
+    from equiv.figures import figure_png, pyplot, short_label
 
     records = [r for r in records if r.get("histogram")]
     if not records:

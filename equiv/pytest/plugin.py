@@ -38,19 +38,20 @@ import sys
 
 import pytest
 
-BUDGETS = ("quick", "full")
+from equiv.ops import OP_NAMES as OPS
+from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES
+
 REQUIREMENTS = ("batch-invariant",)
-DEVICES = ("auto", "cpu", "cuda")
 PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
 GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
-DEFAULTS = {"equiv_candidate": None, "equiv_device": "auto", "equiv_dtype": None, "equiv_k": "1",
-            "equiv_budget": "full", "equiv_report_json": None, "equiv_timeout": "60", "equiv_require": None,
-            "equiv_op": "draft_topk"}
-OPS = ("draft_topk", "verify")
+DEFAULTS = {"equiv_candidate": None, "equiv_device": _D["device"], "equiv_dtype": None, "equiv_k": _D["k"],
+            "equiv_budget": _D["budget_suite"], "equiv_report_json": None, "equiv_timeout": None,
+            "equiv_require": None, "equiv_op": _D["op"]}
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 _LOAD_KEY = pytest.StashKey()
+OPTIONS_KEY = pytest.StashKey()
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -99,15 +100,37 @@ def is_equiv_run(config) -> bool:
     return any(getattr(p, "EQUIV_SUITE", False) for p in config.pluginmanager.get_plugins())
 
 
-def register_profiles() -> None:
-    from hypothesis import HealthCheck, Phase, settings
+def _needed() -> dict:
+    """The Hypothesis settings equiv's properties need whatever profile is loaded."""
+    from hypothesis import HealthCheck, Phase
 
-    slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    # No deadline: one example builds and judges rows of V = 129280 (seconds on a CPU).
     # No explain phase: it traces coverage while re-running the failing example with parts
     # varied, which multiplies the cost of a failure at V = 129280 (15 s instead of 3 s) for a
-    # note the REPRO line already makes unnecessary. --hypothesis-explain turns it back on.
-    phases = [p for p in Phase if p is not Phase.explain]
-    common = dict(deadline=None, suppress_health_check=slow_ok, phases=phases)
+    # note the REPRO line already makes unnecessary.
+    return dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+                phases=[p for p in Phase if p is not Phase.explain])
+
+
+def suite_settings():
+    """The settings each of equiv's properties runs under: the loaded profile when it is one of
+    equiv's; under a host project's own profile (its conftest loaded one), that profile's
+    randomness and database but equiv's deadline, health checks, phases and ``equiv-dev``'s
+    example count, so that a host's 200 ms deadline or 500 examples never reach equiv's suite.
+    Nothing is loaded or registered: the host's own tests keep their profile."""
+    from hypothesis import settings
+
+    register_profiles()
+    current = settings.default
+    ours = settings.get_current_profile_name() in PROFILES
+    examples = current.max_examples if ours else settings.get_profile("equiv-dev").max_examples
+    return settings(current, max_examples=examples, **_needed())
+
+
+def register_profiles() -> None:
+    from hypothesis import settings
+
+    common = _needed()
     settings.register_profile("equiv-dev", max_examples=30, **common)
     settings.register_profile("equiv-ci", max_examples=30, derandomize=True, database=None,
                               print_blob=True, **common)
@@ -137,42 +160,38 @@ def _load_profile(config) -> None:
 
 
 def _validate(config) -> None:
-    """Cheap checks of the equiv options; the candidate is loaded only when one is given."""
+    """The equiv options read once (``equiv.options.RunOptions``: every value checked, the spec
+    parsed); the candidate's worker starts loading it while pytest collects."""
     from equiv.errors import UsageError
+    from equiv.options import RunOptions
     from equiv.validation import check_choices
 
-    from equiv.properties.subjects import parse_ks, parse_timeout
-
     try:
-        parse_ks(option(config, "equiv_k"), "--equiv-k")
-        timeout = parse_timeout(option(config, "equiv_timeout"), "--equiv-timeout")
-        dtypes = option(config, "equiv_dtype")
-        if dtypes is not None:
-            check_choices("--equiv-dtype", dtypes, ("float32", "bfloat16", "float16"))
+        opts = config.stash[OPTIONS_KEY] = RunOptions.from_pytest(config)
         required = option(config, "equiv_require")
         if required is not None:
             check_choices("--equiv-require", required, REQUIREMENTS)
-        device = option(config, "equiv_device")
-        if device == "cuda":
-            from equiv.devices import resolve_device
-
-            resolve_device("cuda")
         path = option(config, "equiv_report_json")
         if path:
             from equiv.atomic import check_outputs
 
             check_outputs({"--equiv-report-json": path})
-        spec = option(config, "equiv_candidate")
-        if spec:                                 # imported in its worker: a usage error here
-            from equiv.devices import resolve_device
+        if opts.spec is not None:                # imported in its worker: a usage error here
             from equiv.run import load_check
 
             # the worker loads while pytest collects; pytest_collection_finish reads its answer
-            load = (spec, resolve_device(device), timeout, option(config, "equiv_op"))
+            load = (opts.spec, opts.device, opts.timeout)
             load_check(*load, wait=False)
             config.stash[_LOAD_KEY] = load
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def run_options(config):
+    """This run's ``RunOptions`` (read by ``_validate`` when the run became an equiv run)."""
+    if OPTIONS_KEY not in config.stash:
+        _validate(config)
+    return config.stash[OPTIONS_KEY]
 
 
 def pytest_collection_finish(session):

@@ -18,9 +18,9 @@ Plan
   is killed, SIGKILL if SIGTERM is not enough). The worker restarts on the next call; after a
   hang, or after ``MAX_ABNORMAL`` abnormal ends, later calls are not made (``not_called``), so a
   hanging candidate costs one time-out, not one per example.
-- Spec resolution happens here, before any process starts: a file spec becomes an absolute path
-  (the caller's working folder is the worker's too), a module spec is imported in the worker
-  with the caller's ``sys.path``. An import that raises is a ``CandidateLoadError`` (exit 2); an
+- A spec arrives parsed (``equiv.run.spec.CandidateSpec``: a file already absolute); the worker
+  is sent the object and imports a module spec with the caller's ``sys.path``. An import that
+  raises is a ``CandidateLoadError`` (exit 2); an
   import that exits, is killed or hangs is an abnormal outcome (a failed check, exit 1).
 """
 from __future__ import annotations
@@ -37,6 +37,8 @@ from multiprocessing import Pipe
 from equiv.errors import CandidateLoadError
 from equiv.run import wire
 from equiv.run.outcome import CallOutcome, failed
+from equiv.run.spec import CandidateSpec
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 MAX_ABNORMAL = 3
 LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
@@ -44,7 +46,7 @@ _RUNNERS: dict = {}
 
 
 def _seconds(timeout) -> float | None:
-    from equiv.timeouts import limit_seconds
+    from equiv.run.timeouts import limit_seconds
 
     return limit_seconds(timeout)
 
@@ -74,10 +76,10 @@ class InProcessRunner:
 
     isolated = False
 
-    def __init__(self, fn, spec: str, device: str):
+    def __init__(self, fn, candidate: CandidateSpec, device: str):
         from equiv.run.invoke import CallState
 
-        self.fn, self.spec, self.device = fn, spec, device
+        self.fn, self.candidate, self.spec, self.device = fn, candidate, candidate.text, device
         self.state = CallState()
         self.calls = 0
 
@@ -111,8 +113,8 @@ class WorkerRunner:
 
     isolated = True
 
-    def __init__(self, spec: str, device: str, timeout=60.0, op: str = "draft_topk"):
-        self.spec, self.device, self.timeout, self.op = spec, device, timeout, op
+    def __init__(self, candidate: CandidateSpec, device: str, timeout=DEFAULT_TIMEOUT_S):
+        self.candidate, self.spec, self.device, self.timeout = candidate, candidate.text, device, timeout
         self.proc = None
         self.conn = None
         self.log = None                          # the worker's output: a file with no name
@@ -148,7 +150,7 @@ class WorkerRunner:
                                      start_new_session=True)
         child_conn.close()
         self.conn = parent_conn
-        self.conn.send(("load", self.spec, [p for p in sys.path if p], self.op))
+        self.conn.send(("load", self.candidate, [p for p in sys.path if p]))
         self._loading = time.monotonic()
 
     def _loaded(self) -> CallOutcome | None:
@@ -349,46 +351,6 @@ def as_callable(runner):
     return call
 
 
-def resolve_spec(spec: str) -> str:
-    """The spec as the worker must see it: a file made absolute (checked to exist), else as is."""
-    from equiv.candidate import split_spec
-
-    if ":" not in spec:                          # a built-in name (isolated by EQUIV_ISOLATE=always)
-        return spec
-    target, attr, is_file = split_spec(spec)
-    if not is_file:
-        return spec
-    path = os.path.abspath(target)
-    if not os.path.isfile(path):
-        raise CandidateLoadError(f"candidate {spec!r}: no file {target!r} (looked in {os.getcwd()!r}); "
-                                 f"check the path")
-    return f"{path}:{attr}"
-
-
-def trusted(spec: str, op: str = "draft_topk") -> bool:
-    """Our own code: a built-in path or a mutant of the zoo (in-process unless EQUIV_ISOLATE=always)."""
-    from equiv.ops.draft_topk.paths import path_names
-
-    if os.environ.get("EQUIV_ISOLATE", "auto") == "always":
-        return False
-    if op == "verify":
-        from equiv.ops.verify.paths import verifier_names
-
-        return spec in verifier_names() or spec.startswith("equiv.ops.verify.mutants:")
-    return spec in path_names() or spec.startswith("equiv.ops.draft_topk.mutants:")
-
-
-def load_for(spec, op: str = "draft_topk"):
-    """The ``Candidate`` of ``spec`` for the operation ``op`` (each checks its own signature)."""
-    if op == "verify":
-        from equiv.ops.verify.paths import load_verifier
-
-        return load_verifier(spec)
-    from equiv.candidate import load_candidate
-
-    return load_candidate(spec)
-
-
 def _device_key(device) -> str:
     """One name per device: ``cuda`` and ``cuda:0`` (a tensor's ``str(t.device)``) are one GPU
     to a fresh worker, so they share one runner (before: a second worker, seconds to start)."""
@@ -396,32 +358,26 @@ def _device_key(device) -> str:
     return "cuda:0" if name == "cuda" else name
 
 
-def runner_for(candidate, device: str = "cpu", timeout=60.0, op: str = "draft_topk"):
-    """The runner of ``candidate`` (a spec or a callable) on ``device`` for this command;
-    ``op`` (``draft_topk`` or ``verify``) says whose signature the candidate must have."""
-    if callable(candidate) and not isinstance(candidate, str):
-        cand = load_for(candidate, op)
-        return InProcessRunner(cand.fn, cand.spec, str(device))
-    if not isinstance(candidate, str) or not candidate.strip():
-        load_for(candidate, op)                  # raises the one-line error
-    spec = candidate.strip()
-    if ":" not in spec:
-        load_for(spec, op)                       # a built-in name, or its one-line error
-    key = (spec, _device_key(device), os.getcwd(), op)
+def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str = "draft_topk"):
+    """The runner of ``candidate`` (a ``CandidateSpec``; a string or callable is parsed for
+    ``op``) on ``device`` for this command."""
+    spec = CandidateSpec.parse(candidate, op)
+    if spec.kind == "callable":
+        return InProcessRunner(spec.fn, spec, str(device))
+    key = (spec, _device_key(device), os.getcwd())
     runner = _RUNNERS.get(key)
     if runner is None:
-        if trusted(spec, op):
-            cand = load_for(spec, op)
-            runner = InProcessRunner(cand.fn, cand.spec, str(device))
+        if spec.trusted:
+            runner = InProcessRunner(spec.load().fn, spec, str(device))
         else:
-            runner = WorkerRunner(resolve_spec(spec), str(device), timeout, op)
+            runner = WorkerRunner(spec, str(device), timeout)
         _RUNNERS[key] = runner
     if runner.isolated:
         runner.timeout = timeout
     return runner
 
 
-def load_check(spec: str, device: str = "cpu", timeout=60.0, op: str = "draft_topk",
+def load_check(spec, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str = "draft_topk",
                wait: bool = True) -> CallOutcome | None:
     """Start the candidate's worker now (a usage error raises ``CandidateLoadError`` before any
     work); returns the abnormal outcome of its import, or None when it loaded. ``wait=False``

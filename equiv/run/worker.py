@@ -6,7 +6,7 @@ caller's working folder, environment and ``sys.path``. It owns the device: input
 from their descriptions and only host arrays go back. Requests (tuples over one
 ``multiprocessing.connection.Connection``):
 
-    ("load", spec, sys_path, op)         -> ("loaded", None) | ("load_error", message)
+    ("load", spec, sys_path)             -> ("loaded", None) | ("load_error", message)
                                             | ("load_abnormal", message)
     ("call", inputs, extra, device)      -> ("outcome", CallOutcome)
     ("probe", target, payload, device)   -> ("outcome", CallOutcome)
@@ -34,7 +34,7 @@ def _watch_parent(parent: int) -> None:
 
 def serve(conn) -> None:
     from equiv.errors import CandidateLoadError
-    from equiv.run.supervisor import load_for
+    from equiv.run.load import load
     from equiv.run.invoke import CallState, invoke, run_probe, settle
 
     fn = None
@@ -48,10 +48,10 @@ def serve(conn) -> None:
         if op == "bye":
             return
         if op == "load":
-            _, spec, sys_path, *op = msg
+            _, spec, sys_path = msg                  # spec: a CandidateSpec
             sys.path[:0] = [p for p in sys_path if p not in sys.path]
             try:
-                fn = load_for(spec, *op).fn
+                fn = load(spec).fn
             except CandidateLoadError as exc:
                 conn.send(("load_error", str(exc)))
                 continue

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
 
 
@@ -87,14 +89,18 @@ def draw(fn, device, payload) -> dict:
 
 
 def runner_target(candidate):
-    """What the runner is asked for: a spec (a user's verifier runs in the worker, ours in
+    """What the runner is asked for: the spec (a user's verifier runs in the worker, ours in
     process), or the callable itself when the caller handed one."""
-    if isinstance(candidate, str):
-        return candidate.strip()
-    spec = getattr(candidate, "spec", None)
-    if spec and (getattr(candidate, "builtin", False) or ":" in spec):
-        return spec
-    return getattr(candidate, "fn", candidate)
+    from equiv.errors import CandidateLoadError
+    from equiv.run import CandidateSpec
+    from equiv.run.load import Candidate
+
+    if isinstance(candidate, Candidate):             # named by a spec: its runner; else the callable
+        try:
+            return CandidateSpec.parse(candidate.spec, "verify")
+        except CandidateLoadError:
+            return candidate.fn
+    return CandidateSpec.parse(candidate, "verify")
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:
@@ -128,7 +134,7 @@ class HostTriple:
         return put(self.draft_token_ids), put(self.draft_probs), put(self.target_probs)
 
 
-def verifier_function(candidate, device: str, timeout: float | None = 60.0):
+def verifier_function(candidate, device: str, timeout: float | None = DEFAULT_TIMEOUT_S):
     """``call(d, q, p, seed) -> output tensor on p's device`` for ``candidate``: ours and a
     callable run in this process on the live tensors; a user's spec runs in its supervised worker
     on a copy. A call that goes wrong raises ``EquivError`` with the runner's one-line problem."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices, check_int
 
 STAGES = ("properties", "statistics")
@@ -27,41 +28,39 @@ _PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
 
 
 def _gate_checks(stage: str, verdict, duration_s: float) -> list:
-    from equiv.gate import GateCheck
+    from equiv.checks import Check
 
     share = duration_s / max(len(verdict.checks), 1)
-    return [GateCheck(f"{stage}:{c.check}", c.passed, c.detail,
+    return [Check(f"{stage}:{c.check}", c.passed, c.detail,
                       counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
                       repro=None if c.passed else c.repro, duration_s=share)
             for c in verdict.checks]
 
 
 def _load(spec, device: str, timeout: float):
-    """``(target, name, abnormal outcome or None)``: the verifier loaded where it will run (a
-    user's in its worker); an unloadable spec raises ``CandidateLoadError`` (exit 2) first."""
-    from equiv.ops.verify.paths import load_verifier
-    from equiv.run import load_check, resolve_spec
+    """``(target, name, abnormal outcome or None)``: the verifier (a ``CandidateSpec``; a string
+    or a callable is parsed) loaded where it will run (a user's in its worker); an unloadable
+    spec raises ``CandidateLoadError`` (exit 2) first."""
+    from equiv.run import CandidateSpec, load_check
 
-    if not isinstance(spec, str):
-        cand = load_verifier(spec)                  # a callable: it runs in this process
-        return cand, cand.spec, None
-    spec = spec.strip()
-    if ":" not in spec:
-        name = load_verifier(spec).spec             # a built-in name (or the one-line error)
-        return name, name, None
-    spec = resolve_spec(spec)                       # a file made absolute: pytest runs elsewhere
-    return spec, spec, load_check(spec, device, timeout, op="verify")
+    spec = CandidateSpec.parse(spec, "verify")
+    if spec.kind == "callable":
+        return spec.load(), spec.text, None      # it runs in this process
+    if spec.builtin:
+        return spec, spec.text, None
+    return spec, spec.text, load_check(spec, device, timeout)
 
 
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
-                    timeout=60.0, stages=DEFAULT_STAGES, progress=None):
+                    timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
-    from equiv.gate import (GateCheck, GateResult, Stage, _stage, finish_stages, property_checks,
-                            start_properties)
+    from equiv.checks import Check, Stage, stage_of
+    from equiv.gate import GateResult, finish_stages, property_checks, start_properties
     from equiv.ops.verify.judge import run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
-    from equiv.properties.subjects import parse_timeout
+    from equiv.options import RunOptions
+    from equiv.run.timeouts import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
     seed = check_int("seed", seed, min_value=0)
@@ -72,7 +71,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     t0 = time.perf_counter()
     checks, done, calls = [], [], 0
     if loaded is not None:
-        checks.append(GateCheck("load", False, f"the verifier {loaded.problem}"))
+        checks.append(Check("load", False, f"the verifier {loaded.problem}"))
         done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
     for n, name in enumerate(stages if loaded is None else ()):
         if progress:
@@ -81,9 +80,9 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         if name == "properties":
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
-            suite = start_properties(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
-                                     seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
-                                     select="not verify_statistics")
+            options = RunOptions.make(target if not callable(target) else None, op="verify",
+                                      device=device, budget=budget, seed=seed, timeout=timeout)
+            suite = start_properties(options, stage_timeout=stage_timeout, select="not verify_statistics")
             got, st = property_checks(suite, stage_timeout)
         elif any("did not return within" in c.detail for c in checks):
             got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
@@ -94,7 +93,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
                                 seed=seed, timeout=timeout, repro=again)
             calls += verdict.calls
             got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
-            st = _stage("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
+            st = stage_of("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
                                             "rows": verdict.rows,
                                             "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
                                                        f"{verdict.rows} rows"})
@@ -110,13 +109,13 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
-                     timeout=60.0):
+                     timeout=DEFAULT_TIMEOUT_S):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     from equiv.devices import resolve_device
     from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
     from equiv.ops.verify.recipes import VerifyRecipe
-    from equiv.properties.subjects import parse_timeout
+    from equiv.run.timeouts import parse_timeout
 
     recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
     calls = check_int("calls", calls, min_value=1)

@@ -18,10 +18,6 @@ Built-in paths (``VERIFIERS``):
 """
 from __future__ import annotations
 
-import inspect
-
-from equiv.errors import CandidateLoadError
-
 
 def acceptance_ratio(draft_token_ids, draft_probs, target_probs):
     """``min(1, p_j(d_j) / q_j(d_j))`` ``[B, n]`` float32 (``q = 1`` for a one-hot draft)."""
@@ -111,26 +107,7 @@ def verifier_names() -> list[str]:
 
 
 def load_verifier(spec):
-    """A ``Candidate`` for a built-in verifier name, ``pkg.mod:fn`` or ``file.py:fn``."""
-    from equiv.candidate import Candidate, resolve_callable
+    """A ``Candidate`` for a built-in verifier name, ``pkg.mod:fn``, ``file.py:fn`` or a callable."""
+    from equiv.run.spec import CandidateSpec
 
-    if callable(spec) and not isinstance(spec, str):
-        name = getattr(spec, "name", None) or getattr(spec, "__qualname__", repr(spec))
-        return Candidate(str(name), spec, builtin=str(name) in VERIFIERS)
-    if isinstance(spec, str) and spec.strip() in VERIFIERS:
-        return Candidate(spec.strip(), VERIFIERS[spec.strip()], builtin=True)
-    if not isinstance(spec, str) or ":" not in spec:
-        raise CandidateLoadError(
-            f"verifier {spec!r} is not a built-in verifier ({', '.join(VERIFIERS)}) and has no "
-            f"':function' part: write package.module:function or path/to/file.py:function")
-    spec = spec.strip()
-    fn = resolve_callable(spec)
-    try:
-        inspect.signature(fn).bind(object(), None, object(), object())
-    except TypeError:
-        raise CandidateLoadError(
-            f"verifier {spec!r}: signature {inspect.signature(fn)} cannot be called as "
-            f"fn(draft_token_ids, draft_probs, target_probs, generator)") from None
-    except ValueError:
-        pass                                         # no signature to read: trust it
-    return Candidate(spec, fn, builtin=False)
+    return CandidateSpec.parse(spec, "verify").load()

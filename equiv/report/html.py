@@ -1,14 +1,14 @@
 """The HTML tolerance report: one self-contained page rendered from a jinja2 template.
 
 Plan. ``format_html(report, mtp_results)`` gathers what the page shows and renders
-``equiv/templates/report.html.j2`` (package data) with autoescaping on, so whatever a candidate
-put in an exception message reaches the page as text, never as markup. The page reads top down:
+``equiv/report/templates/report.html.j2`` (package data) with autoescaping on, so whatever a
+candidate put in an exception message reaches the page as text, never as markup. The page reads top down:
 verdict, provenance, the path x dtype summary, one error histogram per input dtype with its
 tolerance drawn, the failing cases with their REPRO lines, the MTP acceptance histograms (with
 ``--mtp-json``), the per-case detail, the tolerance table in force.
 
 Images are PNGs embedded as base64 (the file stands alone) and never wider than ``PAGE_WIDTH_PX``:
-``figure_png`` saves at ``DPI`` and saves again at a lower resolution if a long title or label
+``equiv.figures.figure_png`` saves at ``DPI`` and saves again at a lower resolution if a long title or label
 pushed the tight bounding box past the page. Any list the page cuts says how much it left out
 ("+N more").
 
@@ -20,63 +20,11 @@ one; the legend counts both. A row right of the line may still pass: lower ranks
 """
 from __future__ import annotations
 
-import base64
-import io
-import struct
-
 import numpy as np
 
-PAGE_WIDTH_PX = 1400
-DPI = 110
+from equiv.figures import PAGE_WIDTH_PX, b64, figure_png, pyplot, short_label  # noqa: F401 (re-exported)
+
 LIST_LIMIT = 20          # failing cases shown before "+N more"
-
-
-def pyplot():
-    """matplotlib.pyplot on the Agg backend, or a one-line error saying what to install."""
-    from equiv.errors import MissingDependency
-
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise MissingDependency("plots need matplotlib: pip install matplotlib") from exc
-    return plt
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """(width, height) in pixels, from a PNG's IHDR chunk."""
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG")
-    return struct.unpack(">II", data[16:24])
-
-
-def figure_png(fig, max_width: int = PAGE_WIDTH_PX) -> bytes:
-    """The figure as PNG bytes no wider than ``max_width`` pixels; closes the figure."""
-    plt = pyplot()
-    dpi = DPI
-    try:
-        for _ in range(5):
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-            data = buf.getvalue()
-            width = png_size(data)[0]
-            if width <= max_width:
-                return data
-            dpi = int(dpi * 0.97 * max_width / width)   # text does not shrink quite linearly
-        raise RuntimeError(f"figure is {width} px wide after 5 tries at fitting {max_width} px")
-    finally:
-        plt.close(fig)
-
-
-def short_label(name: str, limit: int = 36) -> str:
-    """A legend label no longer than ``limit``: a long candidate spec keeps its end (file:function)."""
-    return name if len(name) <= limit else "..." + name[-(limit - 3):]
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 def error_histogram(report, dtype: str) -> bytes:
@@ -129,12 +77,12 @@ def cut(items, limit: int = LIST_LIMIT) -> tuple[list, int]:
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    return Environment(loader=PackageLoader("equiv", "templates"), autoescape=True,
+    return Environment(loader=PackageLoader("equiv.report", "templates"), autoescape=True,
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def format_html(report, mtp_results=None) -> str:
-    from equiv.report import (
+    from equiv.report.rows import (
         DETAIL_HEAD,
         SUMMARY_HEAD,
         detail_cells,

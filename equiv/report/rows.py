@@ -25,7 +25,6 @@ import numpy as np
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 
 CORRECT_PATHS = ("softmax_topk", "identity_top1", "fused_triton")
-FORMATS = ("table", "markdown", "json", "html")
 COLUMNS = ("path", "dtype", "family", "max_ulp", "p99_ulp", "max_rel_err", "index_mismatches",
            "poisoning_violations", "passed")
 
@@ -167,11 +166,11 @@ def report_rows(paths, dtypes, families=FAMILIES, *, vocab=129280, batch=8, seed
     jobs = [(p, d, f) for p in paths for d in dtypes for f in families]
     for n, (path, dtype, family) in enumerate(jobs):
         recipe = Recipe(family=family, seed=seed, batch=batch, vocab=vocab, dtype=dtype)
-        res = compare(path, recipe, k=k, name=path, timeout=timeout, device=device)   # a spec: in its worker
+        res = compare(path, recipe, k=k, name=str(path), timeout=timeout, device=device)   # a spec: in its worker
         ulps = np.asarray(res.row_ulp, dtype=np.float64)
         p99 = float(np.percentile(ulps, 99)) if ulps.size else 0.0
         failed = res.failed_checks
-        rows.append(ReportRow(path, dtype, family, k, res.max_ulp, p99, res.max_rel_err,
+        rows.append(ReportRow(str(path), dtype, family, k, res.max_ulp, p99, res.max_rel_err,
                               res.index_mismatches, res.poisoning_violations, res.passed,
                               tuple(c.name for c in failed), res.repro, res.rel_err_allowed,
                               failed[0].line() if failed else "", res.row_ulp, res.row_rel_err))
@@ -235,15 +234,3 @@ def format_markdown(report: Report) -> str:
 
 def format_json(report: Report) -> str:
     return json.dumps(report.to_json(), indent=2)
-
-
-def render(report: Report, fmt: str, mtp_results=None) -> str:
-    if fmt == "table":
-        return format_table(report)
-    if fmt == "markdown":
-        return format_markdown(report)
-    if fmt == "json":
-        return format_json(report)
-    from equiv.report_html import format_html
-
-    return format_html(report, mtp_results)

@@ -1,0 +1,115 @@
+"""``RunOptions``: what one run judges, validated once and handed on whole.
+
+A command, the library, the gate's pytest subprocess and the pytest plugin all judge a candidate
+under the same handful of options: the candidate (a parsed ``CandidateSpec``), the operation, the
+k values, the device, the input dtypes, the budget, the seed and the per-call time-out.
+``RunOptions.make`` checks each once (one-line ``InvalidArgument`` naming the value and the fix);
+``pytest_args()`` writes them as the plugin's ``--equiv-*`` options and
+``RunOptions.from_pytest(config)`` reads them back with the same class, so the gate and
+``pytest --pyargs equiv.properties`` cannot disagree about what was asked. Each default is
+written here once (``DEFAULTS``); the time-out's lives in ``equiv.run.timeouts``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from equiv.run.spec import CandidateSpec
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout, timeout_text
+
+DTYPES = ("float32", "bfloat16", "float16")
+BUDGETS = ("quick", "full")
+DEVICES = ("auto", "cpu", "cuda")
+MAX_K = 64
+DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
+DEFAULTS = {"op": "draft_topk", "k": "1", "device": "auto", "budget_gate": "quick",
+            "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
+
+
+def parse_ks(text, name: str = "k") -> tuple:
+    """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged, each an integer >= 1, in the order
+    given, no repeats."""
+    from equiv.errors import InvalidArgument
+    from equiv.validation import check_int
+
+    if isinstance(text, (list, tuple)):
+        text = ",".join(map(str, text))
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise InvalidArgument(f"{name}={text!r} is empty: give k values such as 1 or 1,4")
+    ks = []
+    for t in items:
+        try:
+            value = int(t)
+        except ValueError:
+            value = t
+        ks.append(check_int(name, value, min_value=1))
+    return tuple(dict.fromkeys(ks))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    spec: CandidateSpec | None          # None: the suite judges every built-in path
+    op: str = DEFAULTS["op"]
+    ks: tuple = (1,)
+    device: str = DEFAULTS["device"]    # as asked: auto, cpu or cuda (resolved where it is used)
+    dtypes: tuple = DTYPES
+    budget: str = DEFAULTS["budget_suite"]
+    seed: int = DEFAULTS["seed"]
+    timeout: float | None = DEFAULTS["timeout"]
+
+    @classmethod
+    def make(cls, candidate=None, *, op=None, k=None, device=None, dtypes=None, budget=None,
+             seed=None, timeout=DEFAULT_TIMEOUT_S, names=None) -> "RunOptions":
+        """Validated options; ``names`` maps a field to the name its errors use (``--equiv-k``)."""
+        from equiv.ops import get_op
+        from equiv.validation import check_choice, check_choices, check_int
+
+        names = names or {}
+        op = get_op(op or DEFAULTS["op"]).name
+        spec = None if candidate is None else CandidateSpec.parse(candidate, op)
+        ks = parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k"))
+        for v in ks:
+            check_int(names.get("k", "k"), v, min_value=1, max_value=MAX_K)
+        return cls(spec=spec, op=op, ks=ks,
+                   device=check_choice(names.get("device", "device"), device or DEFAULTS["device"], DEVICES),
+                   dtypes=tuple(check_choices(names.get("dtype", "dtype"), dtypes, DTYPES)) if dtypes else DTYPES,
+                   budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
+                   seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
+                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")))
+
+    def with_(self, **changes) -> "RunOptions":
+        return replace(self, **changes)
+
+    @property
+    def k(self) -> int:
+        return self.ks[0]
+
+    @property
+    def candidate(self) -> str | None:
+        """The spec's text (what reports and REPRO lines show)."""
+        return None if self.spec is None else self.spec.text
+
+    def pytest_args(self, *, every: bool = True) -> list[str]:
+        """These options as the plugin's ``--equiv-*`` arguments; ``every=False`` leaves out those
+        at their default (for a REPRO line a person reads)."""
+        args = [f"--equiv-candidate={self.spec.text}"] if self.spec is not None else []
+        pairs = [("op", self.op, DEFAULTS["op"]), ("device", self.device, None),
+                 ("k", ",".join(map(str, self.ks)), DEFAULTS["k"]),
+                 ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
+                 ("budget", self.budget, DEFAULTS["budget_suite"]),
+                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"]))]
+        args += [f"--equiv-{name}={value}" for name, value, default in pairs if every or value != default]
+        return args
+
+    @classmethod
+    def from_pytest(cls, config) -> "RunOptions":
+        """The options of a pytest run, read from its ``--equiv-*`` options (unset: the defaults)."""
+        from equiv.devices import resolve_device
+
+        get = config.getoption
+        opts = cls.make(get("equiv_candidate", None), op=get("equiv_op", None), k=get("equiv_k", None),
+                        device=get("equiv_device", None), dtypes=get("equiv_dtype", None),
+                        budget=get("equiv_budget", None),
+                        timeout=get("equiv_timeout", None) or DEFAULTS["timeout"],
+                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout")})
+        return opts.with_(device=resolve_device(opts.device))

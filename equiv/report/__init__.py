@@ -1,0 +1,19 @@
+"""The tolerance report: every path x dtype x input family compared to the reference.
+
+``rows`` runs the comparisons and holds the text formats (``table``, ``markdown``, ``json``);
+``html`` renders the self-contained page from ``templates/``. ``render(report, fmt)`` picks one.
+"""
+from __future__ import annotations
+
+FORMATS = ("table", "markdown", "json", "html")
+
+
+def render(report, fmt: str, mtp_results=None) -> str:
+    """``report`` (``rows.Report``) in ``fmt``; the HTML page embeds ``mtp_results`` when given."""
+    if fmt == "html":
+        from equiv.report.html import format_html
+
+        return format_html(report, mtp_results)
+    from equiv.report.rows import format_json, format_markdown, format_table
+
+    return {"table": format_table, "markdown": format_markdown, "json": format_json}[fmt](report)
