@@ -170,7 +170,7 @@ def table_lines(coverage: dict) -> list:
     lines = []
     for dim, classes in coverage.items():
         shown = classes if isinstance(classes, str) else ", ".join(map(str, classes)) or "none"
-        lines.append(f"{dim:<14} {shown}")
+        lines.append(f"{dim:<16} {shown}")
     return lines
 
 
