@@ -116,9 +116,10 @@ class ComparisonResult:
 # enforces the first three lines, the stages after it the rest.
 CONTRACT = (
     "fn(logits, k) -> (topk_p, topk_index) (a tuple, named tuple or list), k >= 1 and k <= V",
-    "logits: [B, V] float32, bfloat16 or float16, on any device; rows may be strided (row stride "
-    "> V) and start anywhere in their storage (storage_offset > 0); fn must not modify them nor "
-    "write outside them",
+    "logits: [B, V] float32, bfloat16 or float16, on any device; last dimension of stride 1, any "
+    "row stride >= V (not necessarily a multiple of 16 bytes), any element-aligned start in the "
+    "storage (no 16-byte alignment promised); fn must not modify them nor write outside them",
+    "outputs: plain torch.Tensors (a tensor subclass is a contract failure naming its type)",
     "topk_p: [B, k] float32, float64 or the input dtype, on the input's device, any strides: the "
     "softmax probability of each returned index, non-increasing across ranks (a float64 topk_p is "
     "judged in float32 ULPs)",
