@@ -28,7 +28,7 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from equiv.checks import Check, NamedChecks, Stage, stage_of
 from equiv.options import DEFAULT_VOCAB
@@ -62,6 +62,7 @@ class GateResult:
     calls: int = 0
     op: str = "draft_topk"
     diagnosis: object = None                      # equiv.diagnose.Diagnosis: the defects behind the failures
+    coverage: dict = field(default_factory=dict)  # per dimension, the classes covered (space.reach)
 
     @property
     def failed(self) -> NamedChecks:
@@ -77,6 +78,7 @@ class GateResult:
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "calls": self.calls,
                 "stages": {s.name: s.to_json() for s in self.stages},
+                **({"coverage": self.coverage} if self.coverage else {}),
                 **(self.diagnosis.beside_checks() if self.diagnosis is not None else {"defects": []}),
                 "checks": [c.to_json() for c in self.checks]}
 
@@ -116,6 +118,10 @@ class GateResult:
                     lines += ["         " + x for x in c.counterexample.strip().splitlines()[:6]]
                 if c.repro:
                     lines += ["         " + x for x in c.repro.strip().splitlines()]
+        if self.coverage:
+            from equiv.ops.draft_topk.space import table_lines
+
+            lines += ["  coverage:"] + ["    " + ln for ln in table_lines(self.coverage)]
         if not any(st.effective for st in self.stages):
             lines.append("  nothing was checked: no stage ran an effective check, so the gate fails")
         return "\n".join(lines)
@@ -195,7 +201,7 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     from equiv.run import runner_for
 
     runner = runner_for(spec, device, timeout)
-    checks, shapes, calls0 = [], set(), runner.calls
+    checks, shapes, calls0, seen = [], set(), runner.calls, []
     for k in ks:
         for dtype in dtypes:
             for family in FAMILIES:
@@ -211,8 +217,9 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                 runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
                 for s, shape in runs:
                     recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
-                                    dtype=dtype, pad=shape.pad)
+                                    dtype=dtype, pad=shape.pad, offset=shape.offset)
                     shapes.add((recipe.batch, recipe.vocab, recipe.pad))
+                    seen.append(recipe)
                     res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
                     if not res.passed:
                         worst = res
@@ -234,7 +241,10 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     bs = sorted({b for b, _, _ in shapes})
     vs = sorted({v for _, v, _ in shapes})
     padded = sum(1 for _, _, p in shapes if p)
+    from equiv.ops.draft_topk.space import reach
+
     ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
+           "coverage": reach(seen),
            "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
                       f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
                       f"k={','.join(map(str, ks))}"}
@@ -386,7 +396,8 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                     from equiv.ops.draft_topk.recipes import FAMILIES
 
                     shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
-                                                max_shape_elements=plan["shape_elements"])
+                                                max_shape_elements=plan["shape_elements"],
+                                                huge=device.startswith("cuda") and budget == "full")
                     got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
                                                seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
                                                plan=shape_plan)
@@ -403,10 +414,11 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
     from equiv.diagnose.attach import for_gate
+    from equiv.ops.draft_topk.history import gate_coverage
 
     diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
                          elapsed_s=time.perf_counter() - t0)
     return GateResult(candidate=spec.text, passed=passed,
                       checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done,
-                      calls=runner.calls, diagnosis=diagnosis)
+                      calls=runner.calls, diagnosis=diagnosis, coverage=gate_coverage(done, budget))

@@ -25,7 +25,7 @@ class Budget:
     """How much of the input space a subject gets: V and B caps and a share of the examples."""
 
     max_vocab: int = 129280
-    max_batch: int = 1024
+    max_batch: int = 4096                        # equiv.ops.draft_topk.space.MAX_BATCH
     example_factor: float = 1.0
 
 

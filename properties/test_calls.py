@@ -7,6 +7,13 @@ Test plan
   first one rolled and the third must equal the first: a result cached from an earlier call
   (keyed by shape, pointer or dtype) or state left by the previous call fails. Every call in the
   suite also checks that the subject did not write its input (``Suite.call``).
+- ``call_history``: the history of ``equiv.ops.draft_topk.history`` (its plan for the budget:
+  6 calls on one input storage rewritten in place, then 64 calls of fresh inputs at one shape
+  in the quick budget, 32 and 512 in the full one; the outputs of the last 4 calls re-read
+  after every later call and at the end), run where the subject runs; every answer must match
+  the reference of its input and every re-read the answer it re-reads. Catches outputs keyed
+  by the input's address, buffers recycled across two or more calls, and paths that change
+  after their first N calls of a shape.
 - ``topk_ordering``: at k > 1 (``--equiv-k``, or k in 2..8 for a built-in path that supports it
   when the run judges at k = 1): the full comparison, plus distinct indices, descending
   ``topk_p`` (up to the allowance), and the top-k summing to at most 1. Inputs heavy in ties
@@ -45,6 +52,28 @@ def test_repeated_calls(subject, suite):
 
     suite.run(repeated_calls, weight=0.5, recipe=suite.recipes(HEALTHY_FAMILIES + ("poison_mix",), min_vocab=2),
               roll=st.integers(1, 2 ** 20))
+
+
+def test_call_history(subject, suite):
+    from equiv.ops.draft_topk import history
+
+    if not subject.supports_k(suite.k):
+        pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at k = {suite.k}")
+    seed = suite.request.config.getoption("hypothesis_seed", None)
+    b = subject.budget
+    plan = history.plan_for("quick" if suite.opts.budget == "quick" else "full",
+                            int(seed) if str(seed).isdigit() else 0, dtype=suite.dtypes[0], k=suite.k,
+                            max_batch=b.max_batch, max_vocab=b.max_vocab)
+    payload = {"recipes": plan.recipes, "rewrites": plan.rewrites, "keep": plan.keep, "k": plan.k}
+    out = suite.runner.probe("equiv.ops.draft_topk.history:probe", payload, timeout=suite.opts.timeout)
+    if out.abnormal:
+        suite.abnormal(f"the subject {out.problem} in the call history")
+    if not out.ok:
+        suite.fail(f"the call history: the subject {out.problem}")
+    suite.request.node.user_properties.append(("equiv_examples", plan.calls))
+    problems = history.judge(plan, out.value, suite.device)
+    if problems:
+        suite.fail("; ".join(problems))
 
 
 def _ordering_k(suite, subject):

@@ -40,8 +40,8 @@ DODGERS = os.path.join(os.path.dirname(__file__), "candidates", "shape_dodgers.p
 @pytest.mark.parametrize("seed", range(8))
 def test_plan_places_every_batch_and_vocab(dtypes, seed):
     plan = tolerance_plan(FAMILIES, dtypes, seed=seed)
-    assert plan.batches == tuple(sorted(EDGE_BATCHES))
-    assert plan.vocabs == tuple(sorted(REAL_VOCABS))
+    assert set(EDGE_BATCHES) <= set(plan.batches)                # and the space's (test_space.py)
+    assert set(REAL_VOCABS) <= set(plan.vocabs)
     assert [c for c, _ in plan.checks] == [(f, d) for d in dtypes for f in FAMILIES]
     for _, shapes in plan.checks:
         assert any(s.vocab == 129280 for s in shapes)             # the main vocabulary, always
@@ -49,13 +49,14 @@ def test_plan_places_every_batch_and_vocab(dtypes, seed):
     assert all(s.elements <= MAX_SHAPE_ELEMENTS for s in shapes)
     assert 0.3 < sum(1 for s in shapes if s.pad) / len(shapes) < 0.7
     small_part = len(plan.checks) * max(SMALL_BATCHES) * 129280  # one small shape per check
-    assert plan.elements <= len(LARGE_BATCHES) * MAX_SHAPE_ELEMENTS + small_part
+    dimensions = 11 * MAX_SHAPE_ELEMENTS // 2                     # space's shapes: ~40M in all
+    assert plan.elements <= len(LARGE_BATCHES) * MAX_SHAPE_ELEMENTS + small_part + dimensions
 
 
 def test_plan_with_few_checks_still_places_everything():
     plan = tolerance_plan(("gaussian",), ("bfloat16",), seed=3, vocab=1025)
-    assert plan.batches == tuple(sorted(EDGE_BATCHES))
-    assert set(plan.vocabs) == {1025, *REAL_VOCABS}
+    assert set(EDGE_BATCHES) <= set(plan.batches)
+    assert {1025, *REAL_VOCABS} <= set(plan.vocabs)
 
 
 def test_plan_is_a_function_of_the_seed():
@@ -139,7 +140,8 @@ def test_coverage_recipes_reach_the_dodged_shapes_within_the_budget():
     from equiv.ops.draft_topk.strategies import MAX_ELEMENTS, coverage_recipes
 
     full = coverage_recipes(("float32", "bfloat16"))
-    assert len(full) == 6 and {r.dtype for r in full} == {"float32", "bfloat16"}
+    assert len(full) == 10 and {r.dtype for r in full} == {"float32", "bfloat16"}
+    assert {r.family for r in full} >= {"masked", "confident"}           # the space's families
     assert any(r.batch >= 64 and r.batch % 2 for r in full) and any(r.batch == 1024 for r in full)
     assert any(r.batch > 4 and r.vocab > 32000 and r.pad for r in full)
     assert all(r.batch * r.vocab <= MAX_ELEMENTS for r in full)

@@ -124,7 +124,7 @@ def test_recipes_reach_1024_rows_with_a_small_vocabulary():
     assert found.batch == 1024 and found.batch * found.vocab <= strategies.MAX_ELEMENTS
     found = find(strategies.recipes(), lambda r: r.batch > 4 and r.vocab > 32000,
                  settings=settings(database=None, max_examples=2000))
-    assert found.vocab == 129280 and 4 < found.batch <= strategies.MAX_ELEMENTS // 129280
+    assert found.vocab > 32000 and 4 < found.batch <= strategies.MAX_ELEMENTS // found.vocab
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

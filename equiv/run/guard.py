@@ -13,8 +13,9 @@ Plan
   finite numbers, which also win an argmax that reads past the row). The leading band gives
   every input a nonzero ``storage_offset()``, as a slice of an engine's larger buffer has: a
   kernel that reads from the storage's base instead of the tensor's first element reads
-  canaries. It keeps the data 256-byte aligned, as a fresh allocation is, so alignment-
-  specialized code paths are not pushed off their usual path. ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
+  canaries. It keeps the data 256-byte aligned, as a fresh allocation is, unless the input was
+  built at a storage offset (a Recipe's ``offset``): that offset is kept, so a base that is not
+  16-byte aligned reaches the candidate as built. ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
   snapshot: ONE rule for "modified its input", used everywhere. A rewrite that keeps the value
   (a NaN with another payload, +0 for -0) still fails: the logits buffer is shared with the
   engine's other readers, and a kernel that writes into it is a race whatever it writes. Changed
@@ -33,11 +34,13 @@ LEAD_BYTES = 256                                 # canary bytes before the first
 @dataclass(frozen=True)
 class Raw:
     """Element-level input values: ``values`` (float32/float16 NumPy, or uint16 bit patterns of
-    bfloat16), the ``dtype`` to build, and ``pad`` extra elements per row (non-contiguous rows)."""
+    bfloat16), the ``dtype`` to build, ``pad`` extra elements per row (non-contiguous rows) and
+    ``offset`` elements before the first (the tensor's storage offset, a misaligned base)."""
 
     values: np.ndarray
     dtype: str = "float32"
     pad: int = 0
+    offset: int = 0
 
     @classmethod
     def of(cls, tensor, pad: int | None = None) -> "Raw":
@@ -53,7 +56,7 @@ class Raw:
             vals = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
         else:
             vals = t.contiguous().cpu().numpy()
-        return cls(np.array(vals, copy=True), dtype, pad)
+        return cls(np.array(vals, copy=True), dtype, pad, int(tensor.storage_offset()) % 64)
 
     def build(self, device="cpu"):
         import torch
@@ -63,7 +66,12 @@ class Raw:
         else:
             t = torch.from_numpy(np.ascontiguousarray(self.values)).to(getattr(torch, self.dtype))
         t = t.to(device)
-        if self.pad and t.dim() >= 2:
+        if (self.pad or self.offset) and t.dim() == 2:
+            stride = t.shape[-1] + self.pad
+            buf = torch.zeros((self.offset + t.shape[0] * stride,), dtype=t.dtype, device=device)
+            buf[self.offset:].view(t.shape[0], stride)[:, : t.shape[-1]] = t
+            t = buf.as_strided(tuple(t.shape), (stride, 1), self.offset)
+        elif self.pad and t.dim() >= 2:
             buf = torch.zeros(t.shape[:-1] + (t.shape[-1] + self.pad,), dtype=t.dtype, device=device)
             buf[..., : t.shape[-1]] = t
             t = buf[..., : t.shape[-1]]
@@ -118,7 +126,8 @@ class Guarded:
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         self.rows, self.last, self.stride = rows, last, stride
         guard = max(GUARD_MIN, stride)
-        self.lead = lead = max(1, LEAD_BYTES // t.element_size())
+        aligned = max(1, LEAD_BYTES // t.element_size())
+        self.lead = lead = aligned + t.storage_offset() % aligned     # the input's misalignment kept
         self.buffer = torch.full((lead + rows * stride + guard,), _canary(t.dtype), dtype=t.dtype,
                                  device=t.device)
         self.tensor = self.buffer[lead: lead + rows * stride].view(rows, stride)[:, :last].view(shape)

@@ -7,9 +7,11 @@ Plan of ``invoke`` (one call)
 2. Call ``fn(*inputs, *extra)``. An ``Exception`` is a ``raised`` outcome with its traceback; any
    other ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``, a custom
    one) is ``interrupt``: the candidate cannot end or fake the run by raising.
+   ``on_start`` (the worker's) is told just before the call: the time-out counts from there,
+   so building the input is not the candidate's time.
 3. Check the guard bands right after the return, again after the device synchronizes (an
-   asynchronous kernel fault surfaces there too), and the outputs of the previous call: a
-   candidate that hands out views of one static buffer overwrites them now.
+   asynchronous kernel fault surfaces there too), and the outputs of the last ``KEEP_OUTPUTS``
+   calls: a candidate that hands out views of buffers it recycles overwrites them now.
 4. Move the outputs to the host (``equiv.run.outcome.to_host``).
 ``settle`` ends a stage: after a short wait it checks once more every input of the stage's recent
 calls (a late write from a thread or a stream that outlives the call) and the last outputs.
@@ -23,6 +25,7 @@ from equiv.run.guard import Guarded, Seeded, build_inputs
 from equiv.run.outcome import CallOutcome, failed, to_host
 
 KEEP_LIVE = 4                                    # inputs kept for the end-of-stage re-check
+KEEP_OUTPUTS = 4                                 # calls whose outputs are re-checked after each call
 SETTLE_S = 0.2                                   # wait before that re-check
 
 
@@ -31,12 +34,16 @@ class CallState:
 
     def __init__(self):
         self.live: list[Guarded] = []
-        self.prev_outputs: list = []             # (tensor, snapshot) of the previous call
+        self.prev_outputs: list = []             # (tensor, snapshot, calls ago) of the last calls
         self.broken = False                      # the device context cannot be trusted any more
 
     def remember(self, guards, outputs) -> None:
         self.live = (self.live + [g for g in guards if g is not None])[-KEEP_LIVE:]
-        self.prev_outputs = [(t, t.detach().clone()) for t in outputs]
+        import torch
+
+        with torch._C.DisableTorchFunction():    # a subclass may not fake its snapshot
+            older = [(t, snap, ago + 1) for t, snap, ago in self.prev_outputs if ago + 1 < KEEP_OUTPUTS]
+            self.prev_outputs = [(t, t.detach().clone(), 0) for t in outputs] + older
 
 
 def _first_line(exc: BaseException) -> str:
@@ -64,18 +71,20 @@ def _sync(device) -> None:
 def _outputs_overwritten(state: CallState) -> str | None:
     import torch
 
-    for n, (t, snap) in enumerate(state.prev_outputs):
-        same = torch.equal(t, snap) or (t.is_floating_point() and torch.equal(t.isnan(), snap.isnan())
-                                        and torch.equal(t.nan_to_num(), snap.nan_to_num()))
+    for n, (t, snap, ago) in enumerate(state.prev_outputs):
+        with torch._C.DisableTorchFunction():
+            same = torch.equal(t, snap) or (t.is_floating_point() and torch.equal(t.isnan(), snap.isnan())
+                                            and torch.equal(t.nan_to_num(), snap.nan_to_num()))
         if not same:
-            return (f"overwrote the outputs of its previous call (output {n} changed after the next call): "
+            which = "its previous call" if ago == 0 else f"its call {ago + 1} calls back"
+            return (f"overwrote the outputs of {which} (an output changed after a later call): "
                     f"it returns views of a buffer it reuses, so a caller that keeps topk_p across "
                     f"draft steps reads the wrong values")
     return None
 
 
 def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None,
-           input_names=("logits",)) -> CallOutcome:
+           input_names=("logits",), on_start=None) -> CallOutcome:
     """Call ``fn`` once on the inputs ``inputs`` describes (module docstring)."""
     state = state if state is not None else CallState()
     t0 = time.perf_counter()
@@ -88,6 +97,8 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
     args = [None if g is None else g.tensor for g in guards]
     args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
     late = next((p for p in (g.problem("after returning from an earlier call") for g in state.live) if p), None)
+    if on_start is not None:
+        on_start()
     try:
         out = fn(*args)
     except Exception as exc:

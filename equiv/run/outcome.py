@@ -83,17 +83,22 @@ def to_host(value):
     tuples, lists and dicts, whose subclasses, such as ``torch.return_types.topk``, become the
     plain container); plain values of exactly a builtin or NumPy type kept; anything else,
     subclasses of plain types and object arrays included, becomes ``Opaque``: only our own
-    types cross back (``equiv.run.wire`` reads nothing else)."""
+    types cross back (``equiv.run.wire`` reads nothing else). Tensors are read with torch
+    functions disabled, and a tensor subclass (which could override how it is read) crosses as
+    ``Opaque`` named by its type: a contract failure."""
     import torch
 
+    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        return Opaque(f"tensor subclass {type(value).__module__}.{type(value).__qualname__}")
     if isinstance(value, torch.Tensor):
-        t = value.detach()
-        if t.dtype in (torch.bfloat16, torch.float16):
-            host = t.float().cpu().numpy()       # exact: both embed in float32
-        else:
-            host = t.cpu().numpy()
-        return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
-                     str(t.device), bool(t.is_contiguous()))
+        with torch._C.DisableTorchFunction():
+            t = value.detach()
+            if t.dtype in (torch.bfloat16, torch.float16):
+                host = t.float().cpu().numpy()   # exact: both embed in float32
+            else:
+                host = t.cpu().numpy()
+            return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
+                         str(t.device), bool(t.is_contiguous()))
     if isinstance(value, tuple):
         return tuple(to_host(v) for v in value)
     if isinstance(value, list):

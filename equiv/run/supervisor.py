@@ -11,7 +11,9 @@ Plan
 - ``WorkerRunner.call`` sends the input's description and waits at most ``timeout`` seconds.
   ``submit`` sends it and returns at once (a ``Pending``), so the caller can build its own copy
   of the input and compute the reference while the worker builds and calls; ``Pending.result()``
-  waits for what is left of the time-out, counted from the send. One request is in flight at a
+  waits for what is left of the time-out, counted from the worker's ``started`` (the
+  system-wide monotonic clock read just before it calls the candidate: building the input is
+  not the candidate's time; until then the wait is bounded by ``BUILD_TIMEOUT_S``). One request is in flight at a
   time: a second ``submit`` first collects the first.
   Every abnormal end is an outcome, never an exception here: an exit of any code, a signal, a
   ``BaseException`` from the candidate, no answer in time (then the worker's whole process group
@@ -42,6 +44,7 @@ from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 MAX_ABNORMAL = 3
 LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
+BUILD_TIMEOUT_S = 600.0                          # the worker building a call's input (our code)
 _RUNNERS: dict = {}
 
 
@@ -272,12 +275,24 @@ class WorkerRunner:
         self.calls += 1
         self.conn.send(message)
         sent = time.monotonic()
+        building = message[0] == "call"          # a call's time-out starts at its "started"
 
         def collect():
+            nonlocal sent, building
             self._pending = None
-            left = None if timeout is None else max(timeout - (time.monotonic() - sent), 0.0)
             try:
-                reply = self._receive(left, when, shown=timeout)
+                while True:
+                    if building:
+                        left = BUILD_TIMEOUT_S - (time.monotonic() - sent)
+                        reply = self._receive(max(left, 0.0), "while building the input", shown=BUILD_TIMEOUT_S)
+                    else:
+                        left = None if timeout is None else max(timeout - (time.monotonic() - sent), 0.0)
+                        reply = self._receive(left, when, shown=timeout)
+                    if building and isinstance(reply, tuple) and reply[:1] == ("started",):
+                        stamp = reply[1] if isinstance(reply[1], float) else time.monotonic()
+                        building, sent = False, min(max(stamp, sent), time.monotonic())
+                        continue
+                    break
             except BaseException:                # interrupted: its reply would not line up later
                 self._kill()
                 raise

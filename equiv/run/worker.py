@@ -8,7 +8,8 @@ from their descriptions and only host arrays go back. Requests (tuples over one
 
     ("load", spec, sys_path)             -> ("loaded", None) | ("load_error", message)
                                             | ("load_abnormal", message)
-    ("call", inputs, extra, device)      -> ("outcome", CallOutcome)
+    ("call", inputs, extra, device)      -> ("started", time.monotonic()) just before the
+                                            candidate is called, then ("outcome", CallOutcome)
     ("probe", target, payload, device)   -> ("outcome", CallOutcome)
     ("settle",)                          -> ("settled", problem or None)
     ("bye",)                             -> the process exits 0
@@ -61,7 +62,8 @@ def serve(conn) -> None:
             conn.send(("loaded", None))
         elif op == "call":
             _, inputs, extra, device, names = msg
-            conn.send(("outcome", invoke(fn, inputs, extra, device=device, state=state, input_names=names)))
+            conn.send(("outcome", invoke(fn, inputs, extra, device=device, state=state, input_names=names,
+                                         on_start=lambda: conn.send(("started", time.monotonic())))))
         elif op == "probe":
             _, target, payload, device = msg
             conn.send(("outcome", run_probe(fn, target, payload, device)))

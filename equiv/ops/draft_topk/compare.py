@@ -116,9 +116,10 @@ class ComparisonResult:
 # enforces the first three lines, the stages after it the rest.
 CONTRACT = (
     "fn(logits, k) -> (topk_p, topk_index) (a tuple, named tuple or list), k >= 1 and k <= V",
-    "logits: [B, V] float32, bfloat16 or float16, on any device; rows may be strided (row stride "
-    "> V) and start anywhere in their storage (storage_offset > 0); fn must not modify them nor "
-    "write outside them",
+    "logits: [B, V] float32, bfloat16 or float16, on any device; last dimension of stride 1, any "
+    "row stride >= V (not necessarily a multiple of 16 bytes), any element-aligned start in the "
+    "storage (no 16-byte alignment promised); fn must not modify them nor write outside them",
+    "outputs: plain torch.Tensors (a tensor subclass is a contract failure naming its type)",
     "topk_p: [B, k] float32, float64 or the input dtype, on the input's device, any strides: the "
     "softmax probability of each returned index, non-increasing across ranks (a float64 topk_p is "
     "judged in float32 ULPs)",
@@ -479,3 +480,24 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     else:
         checks.append(CheckResult("regression", True, "skipped by the caller", ran=False))
     return result(checks, **errors)
+
+
+def answer_problem(value, logits, k: int, device: str = "cpu") -> str | None:
+    """One answer (host ``Array``s, as ``equiv.run`` returns them) judged on every row against the
+    float64 reference of ``logits``: None, or the first failing stage's one-line detail. For
+    answers judged outside ``compare`` (``equiv.ops.draft_topk.history``)."""
+    batch, vocab = logits.shape
+    dtype = dtype_name(logits.dtype)
+    problem = _contract(value, batch, vocab, k, dtype, device)
+    if problem is not None:
+        return f"contract: {problem}"
+    p_out, idx_out = value
+    p, idx = p_out.values.astype(np.float64), idx_out.values
+    ref = reference.softmax_topk(np.ascontiguousarray(_to_numpy(logits)), k)
+    tol, rows = tolerance_for(dtype), np.arange(batch)
+    fmt = "float32" if p_out.dtype == "float64" else p_out.dtype
+    for check in (_index_check(ref, idx, tol.rtol, underflow_atol(fmt), rows),
+                  _value_check(ref, p, idx, tol, fmt, rows)[0], _poison_check(ref, p, idx, tol, rows)):
+        if not check.passed:
+            return f"{check.name}: {check.detail}"
+    return None

@@ -24,6 +24,18 @@ Plan
    224M) costs ~10 s, the whole quick gate for identity_top1 21-24 s (13 s with [4, 129280]
    only). The budget's ``max_shape_elements`` bounds each shape (quick 2**25; full 2**28, which
    admits [1024, 151936]).
+   Then the dimensions of ``equiv.ops.draft_topk.space`` (``_dimension_shapes``), every budget:
+   - one vocabulary of each class (an unlisted real one, a power of two, a multiple of 2**j,
+     the +-1 neighbours of both, a prime, one from the range), each with a small batch,
+   - one batch of each class past 1024 (the tree 256 x 5 = 1280, 2048 or 4096, a neighbour, one
+     from 1025..4096), each with a vocabulary that fits,
+   - every one of these at a base offset of 1-15 elements (never a multiple of 16 bytes), with
+     padded rows, or both (a view into a larger buffer), so that layouts cross vocabularies,
+   - the ``masked`` checks a batch of 14 (every mask kind twice) and the ``confident`` checks
+     64 rows at V = 32000 (the 1 - p band 1e-3..1e-5 gets ~20 stratified rows, one in each
+     slice, so rows with 1 - p in (4.9e-4, 1e-3] are always there),
+   - with ``huge`` (the gate: a CUDA device and the full budget) ``space.HUGE_SHAPE``
+     ([16385, 131072], past 2**31 elements) on the gaussian bfloat16 check.
 2. The rows of a large batch (``judged_rows``): ``compare`` checks the contract and the index
    range on every row (cheap, on the device) and the reference-based checks (tie set, value,
    poisoning, regression) on a set of rows: all of them while ``B x V`` is at most
@@ -37,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.ops.draft_topk.space import HUGE_SHAPE, batch_draws, vocab_draws
 from equiv.validation import check_int
 
 # DeepSeek-V3/V3.2, Qwen2 (embedding rows), a Qwen tokenizer's size, Llama-3, Llama-2
@@ -58,13 +71,15 @@ class Shape:
     batch: int
     vocab: int
     pad: int = 0
+    offset: int = 0
 
     @property
     def elements(self) -> int:
         return self.batch * self.vocab
 
     def __str__(self) -> str:
-        return f"[{self.batch}, {self.vocab}]" + (f" pad {self.pad}" if self.pad else "")
+        return (f"[{self.batch}, {self.vocab}]" + (f" pad {self.pad}" if self.pad else "")
+                + (f" offset {self.offset}" if self.offset else ""))
 
 
 @dataclass(frozen=True)
@@ -127,8 +142,9 @@ def _large_shapes(rng, vocabs, cap: int) -> list:
 
 
 def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = 129280,
-                   max_shape_elements: int = MAX_SHAPE_ELEMENTS) -> TolerancePlan:
-    """The shapes of every family x dtype check (module docstring, plan 1)."""
+                   max_shape_elements: int = MAX_SHAPE_ELEMENTS, huge: bool = False) -> TolerancePlan:
+    """The shapes of every family x dtype check (module docstring, plan 1); ``huge`` adds the
+    shape past 2**31 elements (the gate: CUDA, full budget)."""
     seed = check_int("seed", seed, min_value=0)
     vocab = check_int("vocab", vocab, min_value=1)
     checks = [(f, d) for d in dtypes for f in families]
@@ -148,7 +164,34 @@ def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = 129280,
     for j, (batch, v) in enumerate(large):        # spread over dtypes and families
         pad = 0 if (j + pad_at) % 2 else int(PADS[j % len(PADS)])
         per_check[(offset + j * stride) % n].append(Shape(batch, v, pad))
+    for j, shape in enumerate(_dimension_shapes(rng, max_shape_elements)):
+        per_check[(offset + 1 + j * stride) % n].append(shape)
+    for i, (family, dtype) in enumerate(checks):
+        if family in DIMENSION_FAMILIES:
+            per_check[i].append(Shape(*DIMENSION_FAMILIES[family]))
+        if huge and (family, dtype) == ("gaussian", "bfloat16"):
+            per_check[i].append(Shape(*HUGE_SHAPE))
     return TolerancePlan(seed, tuple((c, tuple(s)) for c, s in zip(checks, per_check)))
+
+
+# family -> (batch, vocab) it always gets: every mask kind twice; 64 confident rows
+DIMENSION_FAMILIES = {"masked": (14, 4097), "confident": (64, 32000)}
+_OFFSETS = tuple(o for o in range(1, 16) if o % 4)      # never 16 bytes for float32 or half
+
+
+def _dimension_shapes(rng, cap: int) -> list:
+    """A shape per vocabulary class and per large-batch class (module docstring, plan 1)."""
+    shapes = [(int(rng.choice(SMALL_BATCHES[:6])), v) for v in vocab_draws(rng).values()]
+    for batch in batch_draws(rng).values():
+        fits = [v for v in (4097, 1025, 33) if batch * v <= cap] or [1]
+        shapes.append((batch, int(rng.choice(fits))))
+    layouts = ({"offset": 1}, {"pad": 1}, {"pad": 1, "offset": 1})
+    out = []
+    for j, (batch, v) in enumerate(shapes):
+        knobs = layouts[j % 3]
+        out.append(Shape(batch, v, pad=int(rng.choice(PADS)) if "pad" in knobs else 0,
+                         offset=int(rng.choice(_OFFSETS)) if "offset" in knobs else 0))
+    return out
 
 
 def _stride(n: int, m: int) -> int:

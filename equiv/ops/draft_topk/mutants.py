@@ -236,6 +236,114 @@ def online_rescale_missing(logits, k):
     return torch.exp(top - top[:, :1]) / s, idx
 
 
+# -- one mutant per dimension of equiv.ops.draft_topk.space (issue 23): each is right on the old
+# catalogue and wrong only along its dimension ----------------------------------------------------
+_TUNED_VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280, 151936, 151666, 128256)
+
+
+@mutant("generic vocabulary path", "tuned kernels for the listed vocabularies; the generic path "
+        "for any other V drops the last 1024-block of the row")
+def generic_vocab_broken(logits, k):
+    vocab = logits.shape[1]
+    if vocab in _TUNED_VOCABS or vocab <= BLOCK:
+        return _correct(logits, k)
+    return _correct(logits[:, : ((vocab - 1) // BLOCK) * BLOCK], k)
+
+
+@mutant("grid capped at 1024 rows", "the launch grid has at most 1024 programs: rows 1024.. of a "
+        "larger batch (a draft tree of 256 x 5) keep the zeros of the output")
+def rows_past_1024_unwritten(logits, k):
+    p = torch.zeros((logits.shape[0], k), dtype=torch.float32, device=logits.device)
+    idx = torch.zeros((logits.shape[0], k), dtype=torch.int64, device=logits.device)
+    p[:1024], idx[:1024] = _correct(logits[:1024], k)
+    return p, idx
+
+
+@mutant("16-byte aligned base assumed", "vector loads from the base rounded down to 16 bytes: a "
+        "tensor that starts 1-15 elements into its storage (logits[1:]) is read shifted")
+def aligned_base_assumed(logits, k):
+    size = logits.element_size()
+    back = (logits.data_ptr() % 16) // size
+    if back == 0:
+        return _correct(logits, k)
+    shifted = torch.as_strided(logits, logits.shape, logits.stride(), logits.storage_offset() - back)
+    return _correct(shifted, k)
+
+
+@mutant("-inf only at the end", "trims each row at its first -inf (vocab padding is assumed to be "
+        "at the end): a mask at the front or inside the row hides the rest of it")
+def trims_at_first_neginf(logits, k):
+    x = logits.float()
+    vocab = x.shape[1]
+    neginf = x == -float("inf")
+    first = torch.where(neginf.any(-1), neginf.float().argmax(-1), torch.full_like(neginf[:, 0], vocab,
+                                                                              dtype=torch.int64))
+    first = torch.where(first == 0, torch.full_like(first, vocab), first)      # never an empty row
+    cols = torch.arange(vocab, device=x.device)
+    return _correct(torch.where(cols[None, :] < first[:, None], x, -float("inf")), k)
+
+
+@mutant("confident rows rounded to 1.0", "writes topk_p = 1.0 where p > 0.999 ('close enough'), "
+        "the seed incident's shortcut on confident rows only")
+def confident_rounded_to_one(logits, k):
+    p, idx = _correct(logits, k)
+    return torch.where(p > 0.999, torch.ones_like(p), p), idx
+
+
+_RING: dict = {}
+
+
+@mutant("output buffers recycled", "returns views of two output buffers per shape used in turn: "
+        "the outputs of a call are overwritten two calls later")
+def recycled_output_ring(logits, k):
+    p, idx = _correct(logits, k)
+    key = (tuple(p.shape), str(p.device))
+    ring = _RING.setdefault(key, {"turn": 0, "bufs": [(torch.empty_like(p), torch.empty_like(idx))
+                                                      for _ in range(2)]})
+    buf = ring["bufs"][ring["turn"] % 2]
+    ring["turn"] += 1
+    buf[0].copy_(p)
+    buf[1].copy_(idx)
+    return buf
+
+
+_BY_ADDRESS: dict = {}
+
+
+@mutant("answers keyed by input address", "caches the answer by the input's data_ptr and shape, "
+        "as a CUDA-graph capture keys its static input: the same storage rewritten in place "
+        "gets the earlier values' answer")
+def keyed_by_data_ptr(logits, k):
+    key = (logits.data_ptr(), tuple(logits.shape), logits.dtype, k)
+    if key not in _BY_ADDRESS:
+        _BY_ADDRESS[key] = tuple(t.clone() for t in _correct(logits, k))
+    return tuple(t.clone() for t in _BY_ADDRESS[key])
+
+
+_CALLS_PER_SHAPE: dict = {}
+
+
+@mutant("changes after 48 calls", "after 48 calls of a shape an autotuner switches to a tuned "
+        "config that stores the probability through bfloat16")
+def changes_after_48_calls(logits, k):
+    key = (tuple(logits.shape), logits.dtype)
+    _CALLS_PER_SHAPE[key] = _CALLS_PER_SHAPE.get(key, 0) + 1
+    if _CALLS_PER_SHAPE[key] <= 48:
+        return _correct(logits, k)
+    return bf16_probabilities.fn(logits, k)
+
+
+class _ReportedTensor(torch.Tensor):
+    """A tensor subclass: a caller reading it through torch functions could be shown anything."""
+
+
+@mutant("tensor subclass output", "returns its outputs as a torch.Tensor subclass, whose torch "
+        "functions (how a caller reads the values) it could override")
+def tensor_subclass_output(logits, k):
+    p, idx = _correct(logits, k)
+    return p.as_subclass(_ReportedTensor), idx.as_subclass(_ReportedTensor)
+
+
 # -- legal variants: the contract allows these; the suite must pass them ------------------------
 @_register(LEGAL_VARIANTS, "legal: tie-break", "breaks exact ties toward the highest index")
 def ties_to_last_index(logits, k):

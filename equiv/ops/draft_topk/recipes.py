@@ -33,8 +33,20 @@ Families (``FAMILIES``)
   seed-drawn offset in +-(100 * scale)): a max taken over the whole batch instead of each row
   underflows the rows far below it.
 
-``pad > 0`` makes the rows non-contiguous: the logits are ``buffer[:, :V]`` of a ``[B, V + pad]``
-buffer whose padding holds garbage (large values that would win if read).
+- ``masked``: gaussian rows with -inf entries placed by ``mask`` (``space.MASKS``): a block at
+  the ``tail``, at the ``front``, ``inside`` the row, ``interleaved`` (every 2nd to 4th entry),
+  every entry but the ``first_only`` or the ``last_only`` column, or all but ``one_left`` at a
+  seeded column. ``mask="mixed"`` (the default) gives row b the kind ``MASKS[(b + seed) % 7]``.
+- ``confident``: LM-like rows whose top-1 probability is set per row, from 1e-5 to 1 - 1e-7
+  (``equiv.ops.draft_topk.confidence``: bands, targets and where the calibration comes from);
+  ``band`` picks one band, ``mixed`` (the default) covers them all from 5 rows on.
+
+Layout (``space.layout_classes``): ``pad > 0`` makes the rows non-contiguous: the logits are
+``buffer[:, :V]`` of a ``[B, V + pad]`` buffer whose padding holds garbage (large values that
+would win if read). ``offset > 0`` starts the logits that many elements into their storage (a
+base that is not 16-byte aligned for offsets of 1-3 float32 or 1-7 half elements); the gap holds
+the same garbage. With both, the logits are a view into a larger buffer. The guard bands of
+``equiv.run.guard`` keep the offset's misalignment.
 """
 from __future__ import annotations
 
@@ -42,6 +54,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from equiv.ops.draft_topk.confidence import BAND_NAMES, confident_rows
+from equiv.ops.draft_topk.space import MASKS, mask_kinds
 from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_float, check_int
 
@@ -49,10 +63,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 POSITIONS = ("first", "last", "tail", "strided", "random")
 STRIDED_ROWS = 10                                # row b is spaced by 2**(top - b % STRIDED_ROWS)
 FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties", "neginf_pad",
-            "poison_mix", "huge", "subnormal", "bf16_quantized", "row_offsets")
+            "poison_mix", "huge", "subnormal", "bf16_quantized", "row_offsets", "masked", "confident")
 # Families whose rows are all healthy and finite (safe for metamorphic properties on values).
 HEALTHY_FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties",
-                    "huge", "subnormal", "bf16_quantized", "row_offsets")
+                    "huge", "subnormal", "bf16_quantized", "row_offsets", "confident")
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,9 @@ class Recipe:
     position: str = "random"
     specials: int = 0
     pad: int = 0
+    offset: int = 0
+    mask: str = "mixed"
+    band: str = "mixed"
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
@@ -81,6 +98,9 @@ class Recipe:
         check_int("ties", self.ties, min_value=1)
         check_int("specials", self.specials, min_value=0)
         check_int("pad", self.pad, min_value=0)
+        check_int("offset", self.offset, min_value=0)
+        check_choice("mask", self.mask, ("mixed",) + MASKS)
+        check_choice("band", self.band, ("mixed",) + BAND_NAMES)
         check_float("scale", self.scale, min_value=0.0, exclusive_min=True)
         check_float("shift", self.shift)
 
@@ -144,6 +164,8 @@ def _base(rng, r: Recipe, shape) -> np.ndarray:
         sign = 1.0 if r.seed % 2 == 0 else -1.0
         lift = min(1e4 * r.scale, 3e4) if r.dtype == "float16" else 1e4 * r.scale
         return r.scale * rng.standard_normal(shape) + sign * lift + r.shift
+    if fam == "confident":
+        return confident_rows(rng, r)
     if fam == "row_offsets":
         offsets = 100.0 * r.scale * rng.uniform(-1.0, 1.0, size=(shape[0], 1))
         return r.scale * rng.standard_normal(shape) + offsets + r.shift
@@ -166,11 +188,12 @@ def build(r: Recipe, device="cpu"):
         _LAST.clear()
         if x.numel() <= CACHED_ELEMENTS:
             _LAST[r] = x
-    if r.pad:
-        buf = torch.full((r.batch, r.vocab + r.pad), 1e4 if r.dtype != "float16" else 6e4,
+    if r.pad or r.offset:
+        stride = r.vocab + r.pad
+        buf = torch.full((r.offset + r.batch * stride,), 1e4 if r.dtype != "float16" else 6e4,
                          dtype=x.dtype)
-        buf[:, : r.vocab] = x
-        return buf.to(device)[:, : r.vocab]
+        buf[r.offset:].view(r.batch, stride)[:, : r.vocab] = x
+        return buf.to(device).as_strided((r.batch, r.vocab), (stride, 1), r.offset)
     out = x.to(device)
     return out.clone() if r in _LAST and out.data_ptr() == x.data_ptr() else out   # not the kept one
 
@@ -204,6 +227,8 @@ def _host_values(r: Recipe):
             n = min(r.specials or max(r.vocab // 8, 1), r.vocab - 1)   # one finite entry stays
             if n > 0:
                 row[r.vocab - n:] = -float("inf")
+    if r.family == "masked":
+        _mask(rng, r, x)
     if r.family == "poison_mix" and r.batch:
         n = min(r.specials or 4, r.batch)
         rows = rng.choice(r.batch, size=n, replace=False)
@@ -220,3 +245,35 @@ def _host_values(r: Recipe):
             else:
                 x[b] = -float("inf")
     return x
+
+
+def _mask(rng, r: Recipe, x) -> None:
+    """-inf entries of a ``masked`` recipe, row by row (module docstring)."""
+    vocab = r.vocab
+    for b, kind in enumerate(mask_kinds(r)):
+        if vocab < 2:
+            return
+        keep = {"first_only": 0, "last_only": vocab - 1}.get(kind)
+        if kind == "one_left":
+            keep = int(rng.integers(vocab))
+        if keep is not None:
+            value = x[b, keep].clone()
+            x[b] = -float("inf")
+            x[b, keep] = value
+            continue
+        n = max(1, int(vocab * rng.uniform(0.125, 0.75)))       # the block: 1/8 to 3/4 of the row
+        n = min(n, vocab - 1)
+        if kind == "tail":
+            x[b, vocab - n:] = -float("inf")
+        elif kind == "front":
+            x[b, :n] = -float("inf")
+        elif kind == "inside":
+            start = 1 + int(rng.integers(max(vocab - n - 1, 1)))
+            x[b, start: min(start + n, vocab - 1)] = -float("inf")
+        else:                                   # interleaved: every step-th entry is kept
+            import torch
+
+            step = int(rng.integers(2, 5))
+            masked = torch.ones(vocab, dtype=torch.bool)
+            masked[int(rng.integers(step)):: step] = False
+            x[b, masked] = -float("inf")

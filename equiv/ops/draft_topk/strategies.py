@@ -6,9 +6,12 @@ Plan
   family's own knobs. Every choice shrinks toward the simplest case (family ``gaussian``, V = 1,
   one row, the first dtype asked for, seed 0, scale 1, no shift, two ties, no padding), so a
   failure at V = 129280 ends as the smallest recipe that still fails. V comes from the sizes that
-  straddle tile edges (``VOCABS``) up to the real vocabulary 129280; B from 1..6 or the
-  power-of-two edges of ``equiv.ops.draft_topk.coverage`` up to 1024 (7-9, 31-33, ..., 255-257, 1024), capped
-  so that B x V stays under ``max_elements`` (large B comes with small V). Shifts reach the
+  straddle tile edges (``VOCABS``), then every class of ``equiv.ops.draft_topk.space`` (real
+  vocabularies, powers of two and multiples of 2**j with their +-1 neighbours, primes:
+  ``SPACE_VOCABS``), then any size in [1, 262144]; B from 1..6, the power-of-two edges and their
+  neighbours up to 4096, the tree batches, then any size in [1, 4096], capped so that B x V
+  stays under ``max_elements`` (large B comes with small V). The layout knobs ``pad`` and
+  ``offset`` (a base 1-13 elements into its storage) are drawn for every family. Shifts reach the
   dtype's range (``HUGE_SHIFTS``: 1e30 and -3e38 in float32 and bfloat16, +-32768 in float16),
   where a reference that folds ``max + log(sum)`` loses the sum. Knobs a family ignores are
   not drawn, so shrunk recipes print only what matters.
@@ -32,18 +35,26 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from equiv.ops.draft_topk.coverage import EDGE_BATCHES
+from equiv.ops.draft_topk.confidence import BAND_NAMES
 from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES
+from equiv.ops.draft_topk.space import MASKS, MAX_BATCH, REAL_VOCABS, TREE_BATCHES, VOCAB_RANGE
 
 VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280)
-# 1..6, then the power-of-two edges up to 1024 (and 17): one ordered list, so that a failing
-# batch shrinks through every smaller size toward 1.
-BATCHES = tuple(sorted(set(range(1, 7)) | set(EDGE_BATCHES) | {17}))
+_POW2 = tuple(2 ** j for j in range(10, 19))
+SPACE_VOCABS = tuple(sorted(set(REAL_VOCABS) | set(_POW2) | {p + d for p in _POW2 for d in (-1, 1)}
+                            | {12288, 12289, 40960, 40959, 256001}             # 3*2**12, 5*2**13, +-1
+                            | {1031, 65521, 131071, 262139} - set(VOCABS)))    # primes
+# 1..6, then the power-of-two edges and their neighbours up to 4096 (and 17) and the tree
+# batches: one ordered list, so that a failing batch shrinks through every smaller size toward 1.
+BATCHES = tuple(sorted(set(range(1, 7)) | set(EDGE_BATCHES) | {17} | set(TREE_BATCHES)
+                       | {2 ** j + d for j in range(10, 13) for d in (-1, 0, 1)}))
 SCALES = (1.0, 0.5, 2.0, 4.0, 8.0, 16.0, 0.125, 30.0)
 SHIFTS = (0.0, -30.0, 8.0, -1000.0, 100.0)
 # Shifts at the dtype's range, kept so that every family's row stays finite: float16's "huge"
 # family lifts by up to 3e4 and "row_offsets" by 3e3, so 32768 + 33000 + noise < 65504.
 HUGE_SHIFTS = {"float32": (1e30, -3e38), "bfloat16": (1e30, -3e38), "float16": (32768.0, -32768.0)}
 PADS = (0, 1, 7, 129)
+OFFSETS = (0, 1, 2, 3, 5, 7, 13)                # elements before the first: a misaligned base
 POSITIONS = ("random", "first", "last", "tail", "strided")   # "random" first: the Recipe default
 MAX_ELEMENTS = 2 ** 20                   # B * V of one example: 8 rows at V = 129280, 1024 at 1023
 
@@ -61,13 +72,14 @@ SPECIAL_VALUES = (-math.inf, math.inf, math.nan, -0.0, 1e-45, -1e-45, 1.1754944e
 
 
 def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
-    sizes = [v for v in VOCABS if min_vocab <= v <= max_vocab] or [max(min_vocab, 1)]
-    return st.sampled_from(sizes)
+    sizes = [v for v in VOCABS + SPACE_VOCABS if min_vocab <= v <= max_vocab] or [max(min_vocab, 1)]
+    low, high = max(min_vocab, 1), min(max_vocab, VOCAB_RANGE)
+    return st.sampled_from(sizes) | st.integers(low, max(low, high))
 
 
 @st.composite
 def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, min_vocab: int = 1,
-            max_batch: int = 1024, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
+            max_batch: int = MAX_BATCH, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
             pad: bool = True, huge_shifts: bool = True):
     """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
     (``huge_shifts=False``: no shift at the dtype's range, for relations that clip to a grid)."""
@@ -76,7 +88,8 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
     family = draw(st.sampled_from(tuple(families)))
     vocab = draw(vocabs(max_vocab, min_vocab))
     cap = max(min_batch, min(max_batch, max_elements // vocab))
-    batch = min(draw(st.sampled_from([b for b in BATCHES if b >= min_batch] or [min_batch])), cap)
+    batch = min(draw(st.sampled_from([b for b in BATCHES if b >= min_batch] or [min_batch])
+                     | st.integers(min_batch, max(min_batch, max_batch))), cap)
     knobs = {"dtype": draw(st.sampled_from(tuple(dtypes))),
              "seed": draw(st.integers(0, 2 ** 31 - 1)),
              "scale": draw(st.sampled_from(SCALES))}
@@ -88,11 +101,15 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
              "ties": min(draw(st.integers(2, 9) | st.sampled_from((33, 1025))), max(vocab, 2)),
              "position": draw(st.sampled_from(POSITIONS)),
              "specials": draw(st.integers(0, 6)),
-             "pad": draw(st.sampled_from(PADS)) if pad else 0}
+             "pad": draw(st.sampled_from(PADS)) if pad else 0,
+             "offset": draw(st.sampled_from(OFFSETS)) if pad else 0,
+             "mask": draw(st.sampled_from(("mixed",) + MASKS)),
+             "band": draw(st.sampled_from(("mixed",) + BAND_NAMES))}
     for knob, value in drawn.items():
-        if knob == "pad" or (knob == "shift" and family != "subnormal") or \
+        if knob in ("pad", "offset") or (knob == "shift" and family not in ("subnormal", "confident")) or \
                 (knob in ("ties", "position") and family in _USES_TIES) or \
-                (knob == "specials" and family in _USES_SPECIALS):
+                (knob == "specials" and family in _USES_SPECIALS) or \
+                (knob == "mask" and family == "masked") or (knob == "band" and family == "confident"):
             knobs[knob] = value
     return Recipe(family=family, vocab=vocab, batch=batch, **knobs)
 
@@ -100,10 +117,12 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
 # Shapes every run of the equivalence property judges, whatever the budget and the seed
 # (random draws at the quick budget's few examples may miss them): 1024 rows, 65 rows (odd rows
 # past 64) at a mid vocabulary, and 8 padded rows of the real vocabulary (B > 4 at V > 32000).
-COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian", 8, 129280, 7))
+# Then the dimensions' families (``coverage.DIMENSION_FAMILIES``): every mask kind, 64 confident rows.
+COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian", 8, 129280, 7),
+                   ("masked", 14, 4097, 0), ("confident", 64, 32000, 0))
 
 
-def coverage_recipes(dtypes, *, max_vocab: int = 129280, max_batch: int = 1024, min_vocab: int = 1):
+def coverage_recipes(dtypes, *, max_vocab: int = 129280, max_batch: int = MAX_BATCH, min_vocab: int = 1):
     """``COVERAGE_SHAPES`` in every dtype, capped by the subject's budget (list of ``Recipe``)."""
     from equiv.ops.draft_topk.recipes import Recipe
 

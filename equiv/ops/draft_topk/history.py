@@ -1,0 +1,140 @@
+"""Call histories: what a candidate does across many calls, as an engine calls it.
+
+A single call's answer says nothing about a path that recycles its output buffers across two or
+more calls, keys its answers by the input's address (as a CUDA-graph engine's captured inputs
+are: same storage, new values), or changes after its first N calls of a shape (an autotuner, a
+warm-up path, a cache that fills). This module plans such histories, runs them where the
+candidate runs, and hands back raw outputs for the verdict process to judge.
+
+Plan
+----
+- ``plan_for(budget, seed, ...)``: a ``HistoryPlan``: ``rewrites`` calls on ONE input storage
+  rewritten in place between calls (``x.copy_(next values)``), then ``run_calls`` calls with
+  fresh inputs at the same shape; the outputs of the last ``keep`` calls are kept alive and
+  re-read after every later call and once more at the end. ``run_calls`` is the N of "behaviour
+  after the first N calls of a shape" (``RUN_CALLS``: quick 64, full 512).
+- ``probe(fn, device, payload)`` runs the plan in the candidate's process (``equiv.run``'s
+  probe: the worker for a user's candidate) and returns only host arrays: each call's answer
+  read right after the call, and every re-read of a kept output. Outputs are read by
+  ``equiv.run.outcome.to_host`` (torch functions disabled; a tensor subclass crosses as Opaque).
+- ``judge(plan, reply)`` (the verdict process): each answer against the float64 reference of
+  its recipe (``compare.answer_problem``), and every re-read bit-identical to the answer it
+  re-reads. Returns the problems, one line each, first the earliest.
+- ``KINDS`` names what a run covered (the gate's coverage table, dimension ``history``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+KINDS = ("in-place rewrite of one storage", "kept outputs re-read after every call",
+         "long run of fresh inputs at one shape")
+RUN_CALLS = {"quick": 64, "full": 512}           # N: calls at one shape in one run
+REWRITES = {"quick": 6, "full": 32}
+KEEP = 4                                         # outputs kept alive and re-read
+SHAPE = (8, 4097)                                # [B, V] of the history (capped by the subject)
+
+
+@dataclass(frozen=True)
+class HistoryPlan:
+    recipes: tuple                               # recipe strings, in call order
+    rewrites: int                                # the first ``rewrites`` share one storage
+    keep: int
+    k: int
+
+    @property
+    def calls(self) -> int:
+        return len(self.recipes)
+
+    def reach(self) -> dict:
+        return {"history": list(KINDS), "calls per shape": f"{self.calls} at one shape "
+                f"({self.rewrites} on one storage rewritten in place, outputs of the last "
+                f"{self.keep} re-read after each call)"}
+
+
+def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_batch: int = SHAPE[0],
+             max_vocab: int = SHAPE[1]) -> HistoryPlan:
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    batch, vocab = min(SHAPE[0], max_batch), max(min(SHAPE[1], max_vocab), k)
+    families = ("gaussian", "confident", "zipf", "masked")
+    n = REWRITES[budget] + RUN_CALLS[budget]
+    recipes = tuple(str(Recipe(family=families[i % len(families)], seed=seed + i, batch=batch,
+                               vocab=vocab, dtype=dtype)) for i in range(n))
+    return HistoryPlan(recipes, REWRITES[budget], KEEP, k)
+
+
+def probe(fn, device, payload: dict) -> dict:
+    """Run the plan's calls (module docstring); only host arrays come back."""
+    from equiv.ops.draft_topk.recipes import Recipe
+    from equiv.run.outcome import to_host
+
+    recipes, rewrites, keep, k = (payload[n] for n in ("recipes", "rewrites", "keep", "k"))
+    answers, rereads, kept = [], [], []
+    storage = None
+    for i, text in enumerate(recipes):
+        x = Recipe.parse(text).build(device)
+        if i < rewrites:
+            if storage is None:
+                storage = x
+            else:
+                storage.copy_(x)                 # the same storage, new values
+            x = storage
+        out = fn(x, k)
+        answers.append(to_host(out))
+        kept = (kept + [(i, out)])[-keep:]
+        for j, old in kept[:-1]:
+            rereads.append((i, j, to_host(old)))
+    for j, old in kept:
+        rereads.append((len(recipes), j, to_host(old)))
+    return {"answers": answers, "rereads": rereads}
+
+
+def _same(a, b) -> bool:
+    from equiv.run import Array
+
+    if not (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)):
+        return False
+    return all(isinstance(x, Array) and isinstance(y, Array) and x.values.shape == y.values.shape
+               and np.array_equal(x.values, y.values, equal_nan=x.values.dtype.kind == "f")
+               for x, y in zip(a, b))
+
+
+def judge(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
+    """The problems of a history's reply, one line each (module docstring)."""
+    from equiv.ops.draft_topk.compare import answer_problem
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    problems = []
+    answers = reply["answers"]
+    for i, (text, value) in enumerate(zip(plan.recipes, answers)):
+        recipe = Recipe.parse(text)
+        problem = answer_problem(value, recipe.build("cpu"), plan.k, device)
+        if problem is not None:
+            where = (f"call {i + 1} on one storage rewritten in place" if 0 < i < plan.rewrites
+                     else f"call {i + 1} at [{recipe.batch}, {recipe.vocab}] (after {i} calls of this shape)")
+            problems.append(f"{where}, recipe {text}: {problem}")
+            break
+    for after, j, value in reply["rereads"]:
+        if not _same(value, answers[j]):
+            when = "at the end" if after >= plan.calls else f"after call {after + 1}"
+            problems.append(f"the outputs of call {j + 1}, kept alive, changed {when}: it reuses "
+                            f"its output buffers across calls, so a caller that keeps topk_p of "
+                            f"earlier draft steps reads the wrong values")
+            break
+    return problems
+
+
+def gate_coverage(stages, budget: str) -> dict:
+    """The gate's coverage table: the tolerance stage's reach, the call history when the
+    property suite ran it (``history.plan_for``), and what was not reached, per dimension."""
+    by_name = {s.name: s for s in stages}
+    tol, props = by_name.get("tolerance"), by_name.get("properties")
+    out = dict(tol.ran.get("coverage", {})) if tol is not None and tol.status in ("pass", "FAIL") else {}
+    ran_history = props is not None and "call_history" in props.ran.get("examples", {})
+    if ran_history:
+        out.update(plan_for(budget, 0).reach())
+    elif out:
+        out["history"] = "not run (the property suite's call_history did not run)"
+    return out

@@ -1,0 +1,174 @@
+"""The input space of the draft top-k, by named dimension: its classes, its draws, and the reach.
+
+A family list is a catalogue; bugs live in dimensions (README, "The input space is searched").
+This module names each dimension, the classes a value falls in, and the values the gate's plan
+(``equiv.ops.draft_topk.coverage``) and the strategies (``strategies.py``) draw from them.
+
+Plan
+----
+- ``vocab``: ``REAL_VOCABS`` (each with the model it comes from), powers of two, multiples of
+  2**j (j >= 7) that are not powers, the +-1 neighbours of both, primes, and sizes drawn from
+  ``[2, VOCAB_RANGE]``. ``vocab_classes(v)`` names every class ``v`` is in.
+- ``batch``: 1..``MAX_BATCH``, the neighbours of every power of two, tree-shaped batches
+  (``TREE_BATCHES``: sequences x nodes, as a draft tree's rows are), and on a GPU in the full
+  budget one shape past 2**31 elements (``HUGE_SHAPE``, bfloat16): int32 offsets overflow there.
+- ``layout``: ``layout_classes(recipe)``: contiguous rows, padded rows whose stride is (or is
+  not) a multiple of 16 bytes, a base ``offset`` of 1-15 elements (not 16-byte aligned), and views
+  (an offset and a padded stride at once: a slice of a larger buffer).
+- ``mask``: ``MASKS``, where the -inf entries of a row go (``recipes.py`` builds them).
+- ``confidence``: ``confidence.BANDS``, the top-1 probability bands of the ``confident`` family.
+- ``history``: ``history.KINDS``, the call histories the ``call_history`` property runs.
+- ``reach(recipes)`` is what a run covered, per dimension; ``table_lines`` prints it.
+"""
+from __future__ import annotations
+
+import math
+
+# vocab_size of each model's published config.json (Hugging Face model cards)
+REAL_VOCABS = {
+    32000: "Llama-2, Mistral-7B-v0.1",
+    32768: "Mistral-7B-v0.3, Mixtral-8x22B",
+    50257: "GPT-2",
+    65536: "Jamba",
+    102400: "DeepSeek-V2, DeepSeek-LLM",
+    128256: "Llama-3",
+    129280: "DeepSeek-V3/V3.2",
+    151666: "a Qwen2 tokenizer's size",
+    151936: "Qwen2 (embedding rows)",
+    256000: "Gemma, Gemma-2",
+    262144: "Gemma-3",
+}
+# The sizes the gate drew before issue 23: a kernel tuned to exactly these must not pass.
+LISTED_VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280, 151936, 151666, 128256)
+VOCAB_RANGE = 262144
+MAX_BATCH = 4096
+TREE_BATCHES = {1280: "256 sequences x 5 nodes", 320: "64 x 5", 96: "32 x 3", 60: "4 x 15"}
+HUGE_SHAPE = (16385, 131072)                     # 2**31 + 2**17 elements, 4 GiB in bfloat16
+MASKS = ("tail", "front", "inside", "interleaved", "first_only", "last_only", "one_left")
+ALIGN_BYTES = 16
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _multiple(n: int) -> bool:                  # a multiple of 2**7 that is not a power of two
+    return n >= 128 and n % 128 == 0 and not _pow2(n)
+
+
+def vocab_classes(v: int) -> tuple:
+    out = []
+    if v in REAL_VOCABS:
+        out.append("real")
+    if _pow2(v):
+        out.append("power of two")
+    elif _pow2(v - 1) or _pow2(v + 1):
+        out.append("power of two +-1")
+    if _multiple(v):
+        out.append("multiple of 2**j")
+    elif _multiple(v - 1) or _multiple(v + 1):
+        out.append("multiple of 2**j +-1")
+    if is_prime(v):
+        out.append("prime")
+    if v not in LISTED_VOCABS:
+        out.append("unlisted")
+    return tuple(out) or ("other",)
+
+
+def batch_classes(b: int) -> tuple:
+    out = ["1" if b == 1 else "2-1024" if b <= 1024 else "past 1024"]
+    if _pow2(b) and b > 1:
+        out.append("power of two")
+    elif b > 2 and (_pow2(b - 1) or _pow2(b + 1)):
+        out.append("power of two +-1")
+    if b in TREE_BATCHES:
+        out.append("tree")
+    return tuple(out)
+
+
+def layout_classes(recipe) -> tuple:
+    size = {"float32": 4}.get(recipe.dtype, 2)
+    out = []
+    if recipe.pad:
+        stride = (recipe.vocab + recipe.pad) * size
+        out.append("row stride % 16 B != 0" if stride % ALIGN_BYTES else "padded rows (16 B stride)")
+    if recipe.offset:
+        out.append("base not 16 B aligned" if (recipe.offset * size) % ALIGN_BYTES else "base offset")
+    if recipe.pad and recipe.offset:
+        out.append("view into a larger buffer")
+    return tuple(out) or ("contiguous",)
+
+
+def vocab_draws(rng, cap: int = VOCAB_RANGE) -> dict:
+    """One vocabulary of each class (seeded), each at most ``cap``: {class: V}."""
+    unlisted_real = [v for v in REAL_VOCABS if v not in LISTED_VOCABS and v <= cap]
+    j = int(rng.integers(10, int(math.log2(cap)) + 1))
+    power = 2 ** j
+    mult = int(rng.choice([3, 5, 7, 125])) * 2 ** int(rng.integers(7, 12))
+    while mult > cap:
+        mult //= 2
+    mult = mult if _multiple(mult) else 3 * 128
+    prime = int(rng.integers(1024, cap))
+    while not is_prime(prime):
+        prime += 1
+    return {"real": int(rng.choice(unlisted_real)) if unlisted_real else 32000,
+            "power of two": power, "power of two +-1": power + int(rng.choice([-1, 1])),
+            "multiple of 2**j": mult, "multiple of 2**j +-1": mult + int(rng.choice([-1, 1])),
+            "prime": prime, "range": int(rng.integers(2, cap + 1))}
+
+
+def batch_draws(rng) -> dict:
+    """One batch of each large class (seeded): {class: B}."""
+    j = int(rng.integers(11, 13))                # 2048 or 4096
+    return {"tree": 1280, "power of two": 2 ** j, "power of two +-1": 2 ** j + int(rng.choice([-1, 1])),
+            "range": int(rng.integers(1025, MAX_BATCH + 1))}
+
+
+def reach(recipes) -> dict:
+    """The classes a set of recipes covered, per dimension (sorted lists)."""
+    from equiv.ops.draft_topk.confidence import row_bands
+
+    dims: dict = {"vocab": set(), "batch": set(), "layout": set(), "mask": set(), "confidence": set()}
+    shapes = set()
+    for r in recipes:
+        dims["vocab"].update(vocab_classes(r.vocab))
+        dims["batch"].update(batch_classes(r.batch))
+        dims["layout"].update(layout_classes(r))
+        shapes.add((r.batch, r.vocab))
+        if r.family == "neginf_pad":
+            dims["mask"].add("tail")
+        if r.family == "masked":
+            dims["mask"].update(MASKS if r.mask == "mixed" and r.batch >= len(MASKS) else
+                                mask_kinds(r)[: r.batch])
+        if r.family == "confident":
+            dims["confidence"].update(row_bands(r))
+    out = {k: sorted(v) for k, v in dims.items()}
+    out["largest shape"] = max(shapes, key=lambda s: s[0] * s[1], default=None)
+    if out["largest shape"]:
+        b, v = out["largest shape"]
+        out["largest shape"] = f"[{b}, {v}] ({b * v / 2 ** 31:.3g} x 2**31 elements)"
+    return out
+
+
+def mask_kinds(recipe) -> tuple:
+    """The mask kind of each row of a ``masked`` recipe (``mixed``: cycled from the seed)."""
+    if recipe.mask != "mixed":
+        return (recipe.mask,) * recipe.batch
+    return tuple(MASKS[(b + recipe.seed) % len(MASKS)] for b in range(recipe.batch))
+
+
+def table_lines(coverage: dict) -> list:
+    """The coverage table, one line per dimension (the console summary prints these)."""
+    lines = []
+    for dim, classes in coverage.items():
+        shown = classes if isinstance(classes, str) else ", ".join(map(str, classes)) or "none"
+        lines.append(f"{dim:<16} {shown}")
+    return lines
