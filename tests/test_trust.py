@@ -78,3 +78,15 @@ def test_the_timeout_holds_in_the_property_stage_too():
     t0 = time.perf_counter()
     res = run_gate(f"{HOSTILE}:sleeps", device="cpu", stages="properties", timeout=2)
     assert not res.passed and time.perf_counter() - t0 < 120, res.summary()
+
+
+def test_a_candidate_that_patches_equiv_in_its_worker_cannot_pass_the_mtp_stage():
+    # the worker only decodes (raw tokens and counts come back); the verdict process judges them
+    from equiv.gate import mtp_checks
+    from equiv.run import CandidateSpec
+
+    spec = CandidateSpec.parse(os.path.join(HERE, "candidates", "judge_patcher.py") + ":runner_up")
+    assert spec.isolated
+    checks, stage = mtp_checks(spec, ks=(1,), device="cpu", seed=0, vocab=1000, timeout=120)
+    failed = {c.name for c in checks if not c.passed}
+    assert "mtp:greedy" in failed and stage.status == "FAIL", [c.detail for c in checks]

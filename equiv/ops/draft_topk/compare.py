@@ -347,7 +347,8 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression)
         return tol, judged, exc, None
     base = None
     if regression:
-        is_baseline = not runner.isolated and runner.spec == "softmax_topk"
+        own = runner.candidate
+        is_baseline = not runner.isolated and own.builtin and own.target == "softmax_topk"
         base = _baseline(logits.to(device), k, ref, tol, is_baseline, judged)
     return tol, judged, ref, base
 
