@@ -9,6 +9,9 @@
 #              JSON carries the diagnosis's cost), the verify op's paths and mutants; checked by
 #              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py).
 #              VERDICT_FILTER (an extended regex on the names) limits the gates
+#   reach:     the input space's far end (issue 23): fused_triton on the plan's shape past 2**31
+#              elements (bfloat16, equiv check), then its full-budget tolerance stage with the
+#              coverage table (REACH_LIMIT seconds at most)
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
 #   tune:      the kernel's variant sweep (equiv/kernels/tune.py, compiled first in 8 processes);
 #              TUNE_ARGS (e.g. "--batch 256 --vocab 64640,129280") for other shapes
@@ -18,8 +21,8 @@
 #              PROFILE_GATES (e.g. "user") limits the gates
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
-mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile|tune OUTDIR}"
-out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|calibrate|profile|tune OUTDIR}"
+mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|reach|calibrate|profile|tune OUTDIR}"
+out="${2:?usage: scripts/gpu_run.sh suite|timed|verdicts|reach|calibrate|profile|tune OUTDIR}"
 shift 2                                  # suite: what is left names the tests (default: all)
 mkdir -p "$out"
 repo=$PWD
@@ -147,6 +150,15 @@ tune)
     step tune "${TUNE_LIMIT:-300}" python3 -m equiv.kernels.tune --warm 8 ${TUNE_ARGS:-} "$out/tune.json"
     grep -v '^warm' "$out/tune.log"
     ;;
+reach)
+    huge=$(python3 -c "from equiv.ops.draft_topk.space import HUGE_SHAPE as s; print(f'batch={s[0]},vocab={s[1]}')")
+    step huge_check 300 python3 -m equiv check --candidate fused_triton --device cuda \
+         --recipe "gaussian:seed=0,$huge,dtype=bfloat16" --json "$out/huge_check.json"
+    tail -n 12 "$out/huge_check.log"
+    step full_tolerance "${REACH_LIMIT:-280}" python3 -m equiv gate --candidate fused_triton --device cuda \
+         --budget full --stages tolerance --json "$out/full_tolerance.json"
+    tail -n 30 "$out/full_tolerance.log"
+    ;;
 calibrate)
     step calibration 560 python3 -m equiv.ops.verify.calibration --device cuda --workers 14 --seed 1 \
          --runs "${CAL_RUNS:-1000}" --null-budgets quick --power-budget full \
@@ -155,7 +167,7 @@ calibrate)
     tail -n 20 "$out/calibration.log"
     ;;
 *)
-    echo "unknown mode $mode: use suite, timed, verdicts, calibrate, profile or tune" >&2
+    echo "unknown mode $mode: use suite, timed, verdicts, reach, calibrate, profile or tune" >&2
     exit 2
     ;;
 esac
