@@ -231,16 +231,18 @@ def test_a_value_failure_no_worse_than_the_baseline_is_the_tolerance_not_a_defec
 
 
 def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
-    checks = [Check(f"tolerance:{fam}:float32", False, "value: Mismatched values ...; regression: max rel err",
-                        counterexample=f"recipe {fam}:seed=0,batch=4,vocab=1000,dtype=float32, worst row 0")
-              for fam in ("gaussian", "zipf", "dominant", "near_uniform")]
+    # likeness is read from data: the check's recipe and the comparison's failed stages
+    def tol(fam, parts=("value", "regression")):
+        recipe = f"{fam}:seed=0,batch=4,vocab=1000,dtype=float32"
+        return Check(f"tolerance:{fam}:float32", False, "; ".join(f"{p}: ..." for p in parts),
+                     counterexample=f"recipe {recipe}, worst row 0", recipe=recipe, parts=parts)
+    checks = [tol(fam) for fam in ("gaussian", "zipf", "dominant", "near_uniform")]
     d = diagnose("hardcoded_one", checks, k=1)
     assert [x.kind for x in d.defects] == ["placeholder_probability"], d.summary()
     assert set(d.defects[0].checks) == {c.name for c in checks}
     assert d.by_likeness == ("tolerance:dominant:float32", "tolerance:near_uniform:float32")
     assert "by likeness" in d.summary()
-    unlike = checks[:2] + [Check("tolerance:dominant:float32", False, "index: Mismatched indices ...",
-                                     counterexample="recipe dominant:seed=0,batch=4,vocab=1000,dtype=float32")]
+    unlike = checks[:2] + [tol("dominant", parts=("index",))]
     assert diagnose("hardcoded_one", unlike, k=1).by_likeness == ()
 
 
