@@ -35,16 +35,17 @@ class CandidateSpec:
     fn: Callable | None = field(default=None, compare=False, repr=False)   # kind "callable" only
 
     @classmethod
-    def parse(cls, value, op: str = "draft_topk") -> "CandidateSpec":
-        """The spec of ``value`` (a string, a callable or a spec already parsed) for ``op``."""
-        from equiv.ops import get_op
+    def parse(cls, value, op: str | None = None) -> "CandidateSpec":
+        """The spec of ``value`` (a string, a callable or a spec already parsed) for ``op``
+        (default: a parsed spec's own operation, else the draft top-k)."""
+        from equiv.ops import DEFAULT_OP, get_op
 
-        the_op = get_op(op)
         if isinstance(value, CandidateSpec):
-            if value.op != the_op.name:
+            if op is not None and value.op != get_op(op).name:
                 raise CandidateLoadError(f"candidate {value.text!r} was given for --op {value.op}, "
-                                         f"not {the_op.name}")
+                                         f"not {op}")
             return value
+        the_op = get_op(op or DEFAULT_OP)
         names = the_op.builtin_names()
         if callable(value) and not isinstance(value, str):
             name = str(getattr(value, "name", None) or getattr(value, "__qualname__", None) or repr(value))
@@ -105,6 +106,6 @@ def _may_trust() -> bool:
     return os.environ.get("EQUIV_ISOLATE", "auto") != "always"
 
 
-def as_spec(value, op: str = "draft_topk") -> CandidateSpec:
+def as_spec(value, op: str | None = None) -> CandidateSpec:
     """``value`` as a ``CandidateSpec`` (the entry points' one call)."""
     return CandidateSpec.parse(value, op)

@@ -373,7 +373,7 @@ def _device_key(device) -> str:
     return "cuda:0" if name == "cuda" else name
 
 
-def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str = "draft_topk"):
+def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None):
     """The runner of ``candidate`` (a ``CandidateSpec``; a string or callable is parsed for
     ``op``) on ``device`` for this command."""
     spec = CandidateSpec.parse(candidate, op)
@@ -392,7 +392,7 @@ def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: st
     return runner
 
 
-def load_check(spec, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str = "draft_topk",
+def load_check(spec, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None,
                wait: bool = True) -> CallOutcome | None:
     """Start the candidate's worker now (a usage error raises ``CandidateLoadError`` before any
     work); returns the abnormal outcome of its import, or None when it loaded. ``wait=False``
