@@ -209,6 +209,7 @@ def _host_values(r: Recipe):
     x = torch.from_numpy(vals).to(_torch_dtype(r.dtype))   # round once into the dtype
     # each row's max before its own edit (an edit touches its row only): one reduction, not B
     row_max = x.max(dim=1).values if r.family in ("dominant", "ties_max", "near_ties") and r.batch else None
+    near = _near_tie_values(r, row_max, x.dtype) if r.family == "near_ties" and r.batch else None
     for b in range(r.batch):
         row = x[b]
         if r.family == "dominant":
@@ -218,11 +219,7 @@ def _host_values(r: Recipe):
             row[pos] = row_max[b] + 1.0
         elif r.family == "near_ties":
             pos = torch.from_numpy(_positions(rng, r, max(r.ties, 2), b))
-            top = row_max[b] + 1.0
-            vals_at = torch.full((pos.numel(),), float(top), dtype=x.dtype)
-            for i in range(1, pos.numel()):      # each one ULP below the previous
-                vals_at[i] = torch.nextafter(vals_at[i - 1], torch.tensor(-float("inf"), dtype=x.dtype))
-            row[pos] = vals_at
+            row[pos] = near[b, : pos.numel()]
         elif r.family == "neginf_pad":
             n = min(r.specials or max(r.vocab // 8, 1), r.vocab - 1)   # one finite entry stays
             if n > 0:
@@ -245,6 +242,20 @@ def _host_values(r: Recipe):
             else:
                 x[b] = -float("inf")
     return x
+
+
+def _near_tie_values(r: Recipe, row_max, dtype):
+    """``[batch, n]``: each row's max + 1, then each value one ULP below the previous (all rows
+    at once: a loop over the n positions, not over B x n elements)."""
+    import torch
+
+    n = min(max(r.ties, 2), r.vocab)
+    out = torch.empty((r.batch, n), dtype=dtype)
+    out[:, 0] = row_max + 1.0
+    down = torch.full((r.batch,), -float("inf"), dtype=dtype)
+    for i in range(1, n):
+        out[:, i] = torch.nextafter(out[:, i - 1], down)
+    return out
 
 
 def _mask(rng, r: Recipe, x) -> None:
