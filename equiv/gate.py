@@ -392,12 +392,12 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                     got, st = property_checks(suite, stage_timeout)
                     suite = None
                 elif name == "tolerance":
-                    from equiv.ops.draft_topk.coverage import tolerance_plan
+                    from equiv.ops.draft_topk.coverage import reaches_huge, tolerance_plan
                     from equiv.ops.draft_topk.recipes import FAMILIES
 
                     shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
                                                 max_shape_elements=plan["shape_elements"],
-                                                huge=device.startswith("cuda") and budget == "full")
+                                                huge=reaches_huge(device, budget))
                     got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
                                                seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
                                                plan=shape_plan)

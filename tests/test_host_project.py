@@ -139,10 +139,11 @@ def test_gate_takes_relative_specs_from_the_callers_folder(hostile, equiv_only_p
 
 
 def test_suite_repro_line_runs_from_the_callers_folder(hostile, equiv_only_path, monkeypatch):
+    from equiv.options import RunOptions
     from equiv.suite_process import pytest_args, repro_line
 
     monkeypatch.chdir(hostile)
-    args = pytest_args("kernel.py:fn", k=1, device="cpu", dtypes=("float32",), budget="quick", seed=0)
+    args = pytest_args(RunOptions.make("kernel.py:fn", device="cpu", dtypes=("float32",), budget="quick"))
     line = repro_line(args, "quick")
     assert line.startswith("REPRO: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 HYPOTHESIS_PROFILE=equiv-ci python -m pytest")
     assert "--pyargs equiv.properties" in line and shlex.split(line)    # one valid shell line

@@ -50,11 +50,13 @@ def test_the_full_cuda_plan_has_a_shape_past_2_to_the_31():
 
 
 def test_the_gate_asks_for_the_huge_shape_on_cuda_full_only():
-    import inspect
+    from equiv.ops.draft_topk.coverage import reaches_huge
 
-    from equiv import gate
-
-    assert 'huge=device.startswith("cuda") and budget == "full"' in inspect.getsource(gate.run_gate)
+    assert reaches_huge("cuda", "full") and reaches_huge("cuda:0", "full")
+    assert not reaches_huge("cuda", "quick") and not reaches_huge("cpu", "full")
+    plan = tolerance_plan(FAMILIES, ("bfloat16",), huge=True)
+    assert space.HUGE_SHAPE in {(s.batch, s.vocab) for s in plan.shapes()}
+    assert space.HUGE_SHAPE[0] * space.HUGE_SHAPE[1] > 2 ** 31
 
 
 def test_confident_rows_span_the_bands_and_reach_the_shortcut():
@@ -159,14 +161,15 @@ class SlowInput:
 
 
 def test_the_time_out_counts_the_call_not_the_input_build():
+    from equiv.run import CandidateSpec
     from equiv.run.supervisor import WorkerRunner
 
-    runner = WorkerRunner("tests/candidates/misbehaving.py:correct", "cpu", timeout=60.0)
+    runner = WorkerRunner(CandidateSpec.parse("tests/candidates/misbehaving.py:correct"), "cpu", timeout=60.0)
     try:
         assert runner.call(Recipe(batch=1, vocab=8), 1).ok             # loaded
         out = runner.call(SlowInput(3.0), 1, timeout=1.0)
         assert out.ok, out.problem
-        hung = WorkerRunner("tests/candidates/misbehaving.py:hangs", "cpu", timeout=1.0)
+        hung = WorkerRunner(CandidateSpec.parse("tests/candidates/misbehaving.py:hangs"), "cpu", timeout=1.0)
         try:
             out = hung.call(SlowInput(2.0), 1)
             assert out.kind == "timeout" and "within 1 s during the call" in out.problem

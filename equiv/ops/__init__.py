@@ -34,6 +34,7 @@ class Op:
     stages: tuple                        # the gate's stages, in order
     gate: Callable                       # ``gate(options: RunOptions, progress=None)`` -> result
     ledger: Callable[[], dict]           # accepted failures (name, property) -> reason
+    noun: str = "path"                   # what its built-ins are called in messages
 
     def __str__(self) -> str:
         return self.name

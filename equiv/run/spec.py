@@ -58,7 +58,7 @@ class CandidateSpec:
         if ":" not in text:
             if text not in names:
                 raise CandidateLoadError(
-                    f"candidate {text!r} is not a built-in path of {the_op.name} ({', '.join(names)}) and "
+                    f"candidate {text!r} is not a built-in {the_op.noun} ({', '.join(names)}) and "
                     f"has no ':function' part: write package.module:function or path/to/file.py:function")
             return cls(text, the_op.name, "builtin", text, trusted=_may_trust())
         target, _, attribute = text.rpartition(":")

@@ -141,6 +141,12 @@ def _large_shapes(rng, vocabs, cap: int) -> list:
     return shapes
 
 
+def reaches_huge(device: str, budget: str) -> bool:
+    """Whether the gate's plan holds ``space.HUGE_SHAPE``: on a GPU in the full budget only (its
+    build costs ~90 s of host time and 17 GB of float64 draws)."""
+    return str(device).startswith("cuda") and budget == "full"
+
+
 def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = 129280,
                    max_shape_elements: int = MAX_SHAPE_ELEMENTS, huge: bool = False) -> TolerancePlan:
     """The shapes of every family x dtype check (module docstring, plan 1); ``huge`` adds the

@@ -51,4 +51,7 @@ KNOWN_FAILURES: dict[tuple[str, str], KnownFailure] = {
         {"logits": [[float("nan")]], "dtype": "float32"}),
     ("hardcoded_one", "adversarial_fixtures"): KnownFailure(
         _ONE + ": every fixture with a non-trivial row fails the value or poisoning check"),
+    ("hardcoded_one", "call_history"): KnownFailure(
+        _ONE + ": the history's first call (gaussian rows, V = 4097) already fails the value check; "
+        "its plan is fixed by the seed, so the failure is proven on every run"),
 }

@@ -58,4 +58,5 @@ def _gate(options, *, stages, vocab=None, progress=None):
 OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens",
         mutants_module="equiv.ops.verify.mutants", builtin_names=_builtin_names, builtin=_builtin,
         check_signature=_check_signature, mutants=_mutants, legal_variants=_legal,
-        parse_recipe=_parse_recipe, stages=("properties", "statistics"), gate=_gate, ledger=dict)
+        parse_recipe=_parse_recipe, stages=("properties", "statistics"), gate=_gate, ledger=dict,
+        noun="verifier")
