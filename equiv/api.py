@@ -120,7 +120,9 @@ def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: 
 
 # -- the commands' work, as library functions: ``equiv check``, ``equiv gate``, ``equiv report`` --
 
-DRAFT_RECIPE = "gaussian:seed=0,batch=4,vocab=129280,dtype=float32"
+from equiv.options import DEFAULT_VOCAB, DTYPES  # noqa: E402 (light: no torch, no NumPy)
+
+DRAFT_RECIPE = f"gaussian:seed=0,batch=4,vocab={DEFAULT_VOCAB},dtype=float32"
 VERIFY_RECIPE = "realistic:seed=0,batch=256,n=3,vocab=129280"
 
 
@@ -195,7 +197,7 @@ class ReportRun:
         return with_defects(render(self.rows, fmt, mtp), fmt, self.diagnoses)
 
 
-def report(paths=None, *, dtypes=("float32", "bfloat16", "float16"), families=None, vocab: int = 129280,
+def report(paths=None, *, dtypes=DTYPES, families=None, vocab: int = DEFAULT_VOCAB,
            batch: int = 8, seed: int = 0, k: int = 1, device: str = "auto", timeout=None,
            progress=None) -> ReportRun:
     """Compare every path (specs; default every built-in path) on every dtype x input family;

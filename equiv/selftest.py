@@ -16,6 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from equiv.options import DEFAULT_VOCAB
 from equiv.report.rows import CORRECT_PATHS
 
 
@@ -110,7 +111,7 @@ def run_correct(path: str, *, seeds: int, device: str, vocab: int, timeout: floa
     return FalsePositiveOutcome(path, seeds, tuple(failures))
 
 
-def run_selftest(*, device: str = "cpu", seeds: int = 20, vocab: int = 129280, only=None,
+def run_selftest(*, device: str = "cpu", seeds: int = 20, vocab: int = DEFAULT_VOCAB, only=None,
                  timeout: float = 120.0, workers: int = 2, progress=None) -> SelftestResult:
     from equiv.ops.draft_topk.paths import path_names
 

@@ -10,7 +10,6 @@ count against the candidate's time-out. The whole quick gate per mutant is in th
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 

@@ -7,7 +7,7 @@ one gets the library's one-line message with a "did you mean".
 from __future__ import annotations
 
 from equiv.ops import OP_NAMES
-from equiv.options import BUDGETS, DEFAULTS, DEVICES, DTYPES
+from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
 from equiv.run.timeouts import timeout_text
 
 
@@ -20,7 +20,7 @@ def listed(choices) -> str:
 
 
 def add_device(p) -> None:
-    p.add_argument("--device", default="auto", metavar=one_of(DEVICES),
+    p.add_argument("--device", default=DEFAULTS["device"], metavar=one_of(DEVICES),
                    help="where inputs are built and the candidate runs (default auto: cuda when present)")
 
 
@@ -33,6 +33,14 @@ def add_op(p, what: str = "the operation") -> None:
 def add_timeout(p, what: str = "per-call time-out in seconds") -> None:
     default = timeout_text(DEFAULTS["timeout"])
     p.add_argument("--timeout", default=default, metavar="SEC", help=f"{what} (default {default}; inf: none)")
+
+
+def add_vocab(p, what: str = "vocabulary size V") -> None:
+    p.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help=f"{what} (default {DEFAULT_VOCAB})")
+
+
+def add_seed(p, what: str = "seed of every recipe") -> None:
+    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help=f"{what} (default {DEFAULTS['seed']})")
 
 
 def add_json(p, what: str) -> None:

@@ -1,7 +1,7 @@
 """``equiv bench``: time every path on the GPU (the protocol is in ``equiv/bench.py``)."""
 from __future__ import annotations
 
-from equiv.commands import DTYPES, add_json, check_outputs, listed
+from equiv.commands import DTYPES, add_json, add_vocab, check_outputs, listed
 
 
 def add_parser(sub):
@@ -14,7 +14,7 @@ def add_parser(sub):
                    help="comma-separated batch sizes (default %(default)s)")
     p.add_argument("--k", default="1,4", metavar="K,...",
                    help="comma-separated k (default %(default)s; paths limited to k = 1 skip k > 1)")
-    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size V (default 129280)")
+    add_vocab(p)
     p.add_argument("--replays", type=int, default=30, help="timed graph replays per point (default 30)")
     p.add_argument("--no-size-matched", dest="size_matched", action="store_false",
                    help="skip the size-matched ceiling (torch.sum and a Triton read-sum in two layouts "

@@ -1,7 +1,7 @@
 """``equiv check``: compare one candidate to the reference on one recipe (what REPRO lines run)."""
 from __future__ import annotations
 
-from equiv.commands import add_device, add_json, add_op, add_timeout, check_outputs, write_json
+from equiv.commands import add_device, add_json, add_op, add_seed, add_timeout, check_outputs, write_json
 
 from equiv.api import DRAFT_RECIPE, VERIFY_RECIPE
 
@@ -15,7 +15,7 @@ def add_parser(sub):
                    help=f"input recipe, family:key=value,... (default {DRAFT_RECIPE}; "
                         f"{VERIFY_RECIPE} with --op verify)")
     p.add_argument("--calls", type=int, default=1, help="verify: seeded calls on the recipe (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="verify: generator seed of the first call (default 0)")
+    add_seed(p, "verify: generator seed of the first call")
     p.add_argument("--k", type=int, default=1, help="top-k (default 1)")
     add_device(p)
     add_timeout(p)

@@ -1,8 +1,8 @@
 """``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
 from __future__ import annotations
 
-from equiv.commands import (BUDGETS, DTYPES, add_device, add_json, add_op, add_timeout, check_outputs, listed,
-                             one_of, write_json)
+from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_op, add_seed, add_timeout,
+                             add_vocab, check_outputs, listed, one_of, write_json)
 
 STAGES = ("properties", "tolerance", "mtp")
 
@@ -19,10 +19,10 @@ def add_parser(sub):
     p.add_argument("--dtype", default=None, metavar="DTYPES",
                    help=f"comma-separated input dtypes, from: {listed(DTYPES)} "
                         f"(default: float32,bfloat16 for quick, all three for full)")
-    p.add_argument("--budget", default="quick", metavar=one_of(BUDGETS),
+    p.add_argument("--budget", default=DEFAULTS["budget_gate"], metavar=one_of(BUDGETS),
                    help="quick: a pull request, seconds (default); full: nightly example counts, 3 seeds")
-    p.add_argument("--seed", type=int, default=0, help="seed of every recipe and of Hypothesis (default 0)")
-    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size of the tolerance stage (default 129280)")
+    add_seed(p, "seed of every recipe and of Hypothesis")
+    add_vocab(p, "vocabulary size of the tolerance stage")
     add_timeout(p, "per-call time-out in seconds, in every stage")
     p.add_argument("--stages", default=None, metavar="STAGES",
                    help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from equiv.commands import BUDGETS, add_device, add_json, add_timeout, check_outputs, listed, one_of, write_json
+from equiv.commands import (BUDGETS, add_device, add_json, add_seed, add_timeout, check_outputs,
+                             listed, one_of, write_json)
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 _HARNESS_BUDGET = {"quick": "quick", "full": "default"}
@@ -31,7 +32,7 @@ def add_parser(sub):
     p.add_argument("--rounds", type=int, default=None, help="verify rounds per sequence (default: budget)")
     p.add_argument("--budget", default="full", metavar=one_of(BUDGETS),
                    help="sizes of the run: quick (the gate's MTP stage) or full (default)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model, prompts and sampling (default 0)")
+    add_seed(p, "seed of the model, prompts and sampling")
     add_timeout(p, "per-call time-out of a candidate given by spec, in seconds")
     add_device(p)
     p.add_argument("--trace", default=None, metavar="FILE",

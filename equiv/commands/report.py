@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from equiv.commands import DTYPES, add_device, check_outputs, listed, one_of
+from equiv.commands import DTYPES, add_device, add_seed, add_vocab, check_outputs, listed, one_of
 
 FORMATS = ("table", "markdown", "json", "html")
 
@@ -16,9 +16,9 @@ def add_parser(sub):
                    help=f"comma-separated input dtypes, from: {listed(DTYPES)} (default: all)")
     p.add_argument("--families", default=None, metavar="FAMILIES",
                    help="comma-separated input families (default: all; equiv.FAMILIES lists them)")
-    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size V (default 129280)")
+    add_vocab(p)
     p.add_argument("--batch", type=int, default=8, help="rows per case (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every recipe (default 0)")
+    add_seed(p)
     p.add_argument("--k", type=int, default=1, help="top-k (default 1; k=1-only paths are left out above 1)")
     add_device(p)
     p.add_argument("--format", default="table", metavar=one_of(FORMATS), help="output format (default table)")

@@ -1,14 +1,14 @@
 """``equiv selftest``: the mutant zoo through the gate, and the correct paths under many seeds."""
 from __future__ import annotations
 
-from equiv.commands import add_device, add_json, check_outputs, write_json
+from equiv.commands import add_device, add_json, add_vocab, check_outputs, write_json
 
 
 def add_parser(sub):
     p = sub.add_parser("selftest", help="kill rate on the mutant zoo and false-positive rate of correct paths")
     add_device(p)
     p.add_argument("--seeds", type=int, default=20, help="seeded runs per correct path (default 20)")
-    p.add_argument("--vocab", type=int, default=129280, help="vocabulary size (default 129280)")
+    add_vocab(p)
     p.add_argument("--mutants", default=None, metavar="NAMES",
                    help="comma-separated subset of the zoo (default: all; equiv.ops.draft_topk.mutants lists them)")
     p.add_argument("--workers", type=int, default=2, help="mutants judged at once (default 2)")

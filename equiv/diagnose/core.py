@@ -29,7 +29,6 @@ The result is a frozen ``Diagnosis`` of frozen ``Defect`` s (``equiv.diagnose.re
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.diagnose.isolate import (STATUS_KIND, _ranks, answer_ignores_input, index_relation, neighbours_matter,
-                                   rank_relation)
+from equiv.diagnose.isolate import STATUS_KIND, _ranks, answer_ignores_input, neighbours_matter, rank_relation
 from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 ALL = OOV | INDEX | VALUE | POISON | LEAK

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from equiv.diagnose.probe import INDEX, OOV, RawInput
+from equiv.diagnose.probe import OOV, RawInput
 from equiv.diagnose.taxonomy import KINDS
 
 _FEATURE = {"pad": "the same values contiguous", "family": "the plain gaussian family, same seed",

@@ -7,9 +7,9 @@ verdict, provenance, the path x dtype summary, one error histogram per input dty
 tolerance drawn, the failing cases with their REPRO lines, the MTP acceptance histograms (with
 ``--mtp-json``), the per-case detail, the tolerance table in force.
 
-Images are PNGs embedded as base64 (the file stands alone) and never wider than ``PAGE_WIDTH_PX``:
-``equiv.figures.figure_png`` saves at ``DPI`` and saves again at a lower resolution if a long title or label
-pushed the tight bounding box past the page. Any list the page cuts says how much it left out
+Images are PNGs embedded as base64 (the file stands alone) and never wider than the page
+(``equiv.figures``: ``figure_png`` saves again at a lower resolution if a long title or label
+pushed the tight bounding box past it). Any list the page cuts says how much it left out
 ("+N more").
 
 Histograms (matplotlib, Agg backend, imported only when drawing): per input dtype, the largest
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from equiv.figures import PAGE_WIDTH_PX, b64, figure_png, pyplot, short_label  # noqa: F401 (re-exported)
+from equiv.figures import b64, figure_png, pyplot, short_label
 
 LIST_LIMIT = 20          # failing cases shown before "+N more"
 
