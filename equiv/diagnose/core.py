@@ -362,13 +362,14 @@ def _likeness(check):
     from equiv.errors import InvalidArgument
     from equiv.ops.draft_topk.recipes import Recipe
 
-    if not getattr(check, "recipe", None) or ":" not in check.name:
+    stage, _, rest = check.name.partition(":")
+    if not getattr(check, "recipe", None) or not rest:
         return None
     try:
         r = Recipe.parse(check.recipe)
     except InvalidArgument:
         return None
-    return (check.name.split(":")[0], tuple(sorted(getattr(check, "parts", ()))), r.dtype, r.pad > 0,
+    return (stage, tuple(sorted(getattr(check, "parts", ()))), r.dtype, r.pad > 0,
             r.family == "poison_mix")
 
 

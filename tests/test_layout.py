@@ -1,0 +1,135 @@
+"""The direction of imports, read from the source (no module is imported).
+
+Plan: every ``.py`` file of ``equiv/``, ``reference/`` and ``properties/`` is parsed; each import
+(top level or inside a function, absolute or relative) becomes an edge between project modules
+(``equiv.reference`` / ``equiv.properties`` are the checkout's top-level folders). Then:
+- there is no import circle (Tarjan's strongly connected components, none larger than one);
+- ``equiv`` imports neither ``properties`` nor ``tests``, and ``reference`` imports nothing of the project;
+- ``equiv/run`` imports no operation (``equiv.ops.NAME``): a spec names its operation;
+- ``CandidateSpec.parse`` is the one place that tells a file spec from a module spec.
+Each rule is seen failing on a small made-up graph, so none is a check that cannot fail.
+"""
+import ast
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOPS = ("equiv", "reference", "properties")
+
+
+def _modules() -> dict:
+    out = {}
+    for top in TOPS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith(".py"):
+                    path = os.path.join(dirpath, f)
+                    name = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _resolve(name: str, modules) -> str | None:
+    for top in ("properties", "reference"):
+        if name == f"equiv.{top}" or name.startswith(f"equiv.{top}."):
+            name = name[len("equiv."):]
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict:
+    modules = _modules()
+    graph = {m: set() for m in modules}
+    for mod, path in modules.items():
+        package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rpartition(".")[0]
+                prefix = (base + "." if node.level else "") + (node.module or "")
+                targets = [f"{prefix}.{a.name}" for a in node.names]
+            for t in targets:
+                r = _resolve(t, modules)
+                if r and r != mod:
+                    graph[mod].add(r)
+    return graph
+
+
+def circles(graph: dict) -> list:
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward(graph: dict) -> list:
+    bad = [(m, t) for m, ts in graph.items() if m.startswith("equiv") for t in ts
+           if t.startswith(("properties", "tests"))]
+    bad += [(m, t) for m, ts in graph.items() if m.startswith("reference") for t in ts
+            if not t.startswith("reference")]
+    return bad
+
+
+def run_imports_an_op(graph: dict) -> list:
+    return [(m, t) for m, ts in graph.items() if m.startswith("equiv.run") for t in ts
+            if t.startswith("equiv.ops.")]
+
+
+def test_the_rules_can_fail():
+    assert circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    assert upward({"equiv.gate": {"properties.subjects"}, "reference.x": {"equiv.run"}})
+    assert run_imports_an_op({"equiv.run.worker": {"equiv.ops.verify.paths"}})
+
+
+def test_no_import_circles():
+    assert circles(import_graph()) == []
+
+
+def test_imports_point_down():
+    graph = import_graph()
+    assert upward(graph) == []
+    assert run_imports_an_op(graph) == []
+
+
+def test_one_place_decides_what_a_spec_is():
+    # telling "file or module" and "built-in or not" by the text is spec.py's alone
+    pattern = re.compile(r"""(['"]):\1 (not )?in |rpartition\(['"]:['"]\)|endswith\(['"]\.py['"]\)""")
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "equiv")):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                for n, line in enumerate(open(path, encoding="utf-8"), 1):
+                    if pattern.search(line):
+                        found.append(f"{os.path.relpath(path, ROOT)}:{n}")
+    assert found and all(p.startswith(os.path.join("equiv", "run", "spec.py")) for p in found), found
