@@ -23,7 +23,8 @@ Options (defaults are ``None`` so that "given" can be told from "left alone"):
   message, counterexample, repro, examples) to FILE when the session ends.
 In an equiv run, the Hypothesis profiles ``equiv-dev``, ``equiv-ci`` and ``equiv-nightly`` are
 registered; ``HYPOTHESIS_PROFILE`` picks one (default ``equiv-dev``), but a profile the host
-already loaded (or ``--hypothesis-profile``) is never replaced. Tests marked ``equiv_gpu`` are
+already loaded (or ``--hypothesis-profile``) is never replaced; equiv's properties still run
+under their own deadline and example counts (``suite_settings``). Tests marked ``equiv_gpu`` are
 skipped without a CUDA device. Bad option values stop the run with one line naming the value and
 the fix. torch is imported only when an option needs it.
 
