@@ -367,14 +367,14 @@ def parse_ks(k) -> tuple:
 
 def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str = "quick",
              seed: int = 0, vocab: int = 129280, timeout: float | None = 60.0,
-             stages=None, progress=None, op: str = "draft_topk") -> GateResult:
+             stages=None, progress=None, op: str = "draft_topk", law: str = "lossless") -> GateResult:
     """The verdict on ``spec`` (module docstring); ``progress(done, total, label)`` is told each
     stage as it starts. ``op="verify"`` is the verifier's gate (``equiv.ops.verify.gate``)."""
     if check_choice("op", op, OPS) == "verify":
         from equiv.ops.verify.gate import DEFAULT_STAGES, run_verify_gate
 
         return run_verify_gate(spec, device=device, budget=budget, seed=seed, timeout=timeout,
-                               stages=stages or DEFAULT_STAGES, progress=progress)
+                               stages=stages or DEFAULT_STAGES, progress=progress, law=law)
     stages = stages or STAGES
     from equiv.devices import DEVICE_CHOICES, resolve_device
     from equiv.inputs import DTYPES

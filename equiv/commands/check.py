@@ -18,6 +18,7 @@ def add_parser(sub):
                         f"{VERIFY_RECIPE} with --op verify)")
     p.add_argument("--calls", type=int, default=1, help="verify: seeded calls on the recipe (default 1)")
     p.add_argument("--seed", type=int, default=0, help="verify: generator seed of the first call (default 0)")
+    p.add_argument("--law", default="lossless", metavar="lossless|token", help="verify: the law judged (default lossless)")
     p.add_argument("--k", type=int, default=1, help="top-k (default 1)")
     add_device(p)
     p.add_argument("--timeout", default="60", metavar="SEC",
@@ -34,7 +35,7 @@ def run(args) -> int:
 
         check_outputs(json=args.json_out)
         verdict = run_verify_check(args.candidate, args.recipe or VERIFY_RECIPE, calls=args.calls,
-                                   seed=args.seed, device=args.device, timeout=args.timeout)
+                                   seed=args.seed, device=args.device, timeout=args.timeout, law=args.law)
         write_json(args, verdict.to_json())
         args.console.out(verdict.summary())
         return 0 if verdict.passed else 1

@@ -29,6 +29,9 @@ def add_parser(sub):
     p.add_argument("--stages", default=None, metavar="STAGES",
                    help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
                         f"properties, statistics (default: all)")
+    p.add_argument("--law", default="lossless", metavar="lossless|token",
+                   help="with --op verify: the law judged, lossless (default: the emitted text has the target's law) "
+                        "or token (the token-level rejection sampler's per-draft law)")
     add_json(p, "the verdict")
     p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(run=run)
@@ -42,7 +45,7 @@ def run(args) -> int:
     with args.console.progress("equiv gate", unit="check") as bar:
         result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
                           budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                          stages=args.stages, progress=bar, op=args.op)
+                          stages=args.stages, progress=bar, op=args.op, law=args.law)
     args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
     write_json(args, result.to_json())
     if args.junit_file:

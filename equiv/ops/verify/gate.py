@@ -7,10 +7,14 @@ Plan
    a subprocess (``--equiv-op verify``), as the draft gate runs its suite: Hypothesis-drawn
    recipes (shrunk on failure) and the fixed contract plan (``plans.contract_cases``: every
    family x draft kind, n from 1 to 8, V from 1 to 129280, padded rows). One gate check per test.
-3. ``statistics``: the statistical plan of the budget through the judge, in this process: the
-   exact checks (contract, support, greedy) again on its large batches, then acceptance
-   (binomial) and distribution (chi-square) at the family-wise alpha of ``judge.FAMILY_ALPHA``;
-   one gate check per judge check.
+3. ``statistics``: the statistical plan of the budget through the judge, in this process, under
+   ``law`` (``lossless`` by default, or ``token``: judge.py): the exact checks (contract, support,
+   greedy) again on its large batches, then the statistical ones at the family-wise alpha of
+   ``judge.FAMILY_ALPHA``; one gate check per judge check. The stage's ``ran`` holds the law, the
+   efficiency rows (accept length against the token-level optimum) and the notes; its ``why``
+   line shows the notes (a lossless verifier that breaks the token law).
+The law reaches the property suite's subprocess through ``EQUIV_VERIFY_LAW`` (properties/
+test_verify.py reads it), so that its exact checks judge the same law.
 The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
 ``--junit`` outputs are the draft gate's.
 """
@@ -22,6 +26,7 @@ from dataclasses import replace
 from equiv.validation import check_choice, check_choices, check_int
 
 STAGES = ("properties", "statistics")
+LAW_ENV = "EQUIV_VERIFY_LAW"
 DEFAULT_STAGES = STAGES
 _PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
 
@@ -34,6 +39,41 @@ def _gate_checks(stage: str, verdict, duration_s: float) -> list:
                       counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
                       repro=None if c.passed else c.repro, duration_s=share)
             for c in verdict.checks]
+
+
+def _ran(verdict) -> dict:
+    """The statistics stage's ``ran``: what ran, the law, efficiency per recipe, notes."""
+    eff = verdict.efficiency
+    mean = (sum(e["accept_length"] * e["rows"] for e in eff) / max(sum(e["rows"] for e in eff), 1),
+            sum(e["token_optimum"] * e["rows"] for e in eff) / max(sum(e["rows"] for e in eff), 1))
+    worst = min(eff, key=lambda e: e["ratio"]) if eff else None
+    line = (f"; efficiency: accept length {mean[0]:.3f} vs token-level optimum {mean[1]:.3f} on the same "
+            f"drafts (lowest ratio {worst['ratio']:.3f}: {worst['recipe']})" if worst else "")
+    return {"recipes": verdict.recipes, "calls": verdict.calls, "rows": verdict.rows, "law": verdict.law,
+            "efficiency": list(eff), "notes": list(verdict.notes),
+            "summary": f"{verdict.law} law, {verdict.recipes} recipes, {verdict.calls} calls, "
+                       f"{verdict.rows} rows{line}"}
+
+
+class _law_env:
+    """``EQUIV_VERIFY_LAW`` set while the property suite's subprocess starts."""
+
+    def __init__(self, law):
+        self.law = law
+
+    def __enter__(self):
+        import os
+
+        self.old = os.environ.get(LAW_ENV)
+        os.environ[LAW_ENV] = self.law
+
+    def __exit__(self, *exc):
+        import os
+
+        if self.old is None:
+            os.environ.pop(LAW_ENV, None)
+        else:
+            os.environ[LAW_ENV] = self.old
 
 
 def _load(spec, device: str, timeout: float):
@@ -54,16 +94,17 @@ def _load(spec, device: str, timeout: float):
 
 
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
-                    timeout=60.0, stages=DEFAULT_STAGES, progress=None):
+                    timeout=60.0, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.devices import resolve_device
     from equiv.gate import (GateCheck, GateResult, Stage, _stage, finish_stages, property_checks,
                             start_properties)
-    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.judge import LAWS, run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
     from equiv.properties.subjects import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
+    law = check_choice("law", law, LAWS)
     seed = check_int("seed", seed, min_value=0)
     timeout = parse_timeout(timeout)
     stages = check_choices("stages", stages, STAGES)
@@ -81,23 +122,21 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         if name == "properties":
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
-            suite = start_properties(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
-                                     seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
-                                     select="not verify_statistics")
+            with _law_env(law):
+                suite = start_properties(spec, ks=(1,), device=device, dtypes=("float32",), budget=budget,
+                                         seed=seed, timeout=timeout, stage_timeout=stage_timeout, op="verify",
+                                         select="not verify_statistics")
             got, st = property_checks(suite, stage_timeout)
         elif any("did not return within" in c.detail for c in checks):
             got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
         else:
             again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
-                     f"--seed {seed} --device {device}")
-            verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
-                                seed=seed, timeout=timeout, repro=again)
+                     f"--seed {seed} --device {device}" + (" --law token" if law == "token" else ""))
+            verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law), device=device,
+                                spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
             calls += verdict.calls
             got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
-            st = _stage("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
-                                            "rows": verdict.rows,
-                                            "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
-                                                       f"{verdict.rows} rows"})
+            st = _stage("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
         checks += got
         done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
     if progress:
@@ -110,7 +149,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
-                     timeout=60.0):
+                     timeout=60.0, law: str = "lossless"):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     from equiv.devices import resolve_device
@@ -124,5 +163,6 @@ def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str
     device = resolve_device(device)
     timeout = parse_timeout(timeout)
     target, spec, _ = _load(spec, device, timeout)
-    case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
-    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout)
+    lawful = law == "token" or recipe.drafts == "sampled"       # losslessness needs drafts drawn from q
+    case = Case(recipe, calls, seed, statistical=lawful and recipe.batch * calls >= 5 * PIT_BINS)
+    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout, law=law)
