@@ -7,8 +7,6 @@ into a run that never asks for equiv.
 """
 import importlib as _importlib
 import os as _os
-import sys as _sys
-import types as _types
 
 from equiv._version import __version__
 
@@ -24,9 +22,9 @@ _EXPORTS = {
     "assert_equivalent": "equiv.api",
     "Candidate": "equiv.candidate",
     "load_candidate": "equiv.candidate",
-    "CheckResult": "equiv.compare",
-    "ComparisonResult": "equiv.compare",
-    "compare": "equiv.compare",
+    "CheckResult": "equiv.ops.draft_topk.compare",
+    "ComparisonResult": "equiv.ops.draft_topk.compare",
+    "compare": "equiv.ops.draft_topk.compare",
     "CandidateLoadError": "equiv.errors",
     "EquivError": "equiv.errors",
     "EquivalenceError": "equiv.errors",
@@ -34,14 +32,14 @@ _EXPORTS = {
     "MissingDependency": "equiv.errors",
     "NoDeviceError": "equiv.errors",
     "UsageError": "equiv.errors",
-    "FAMILIES": "equiv.inputs",
-    "Recipe": "equiv.inputs",
-    "Path": "equiv.paths",
-    "get_path": "equiv.paths",
-    "path_names": "equiv.paths",
-    "TOLERANCES": "equiv.tolerance",
-    "Tolerance": "equiv.tolerance",
-    "tolerance_for": "equiv.tolerance",
+    "FAMILIES": "equiv.ops.draft_topk.recipes",
+    "Recipe": "equiv.ops.draft_topk.recipes",
+    "Path": "equiv.ops.draft_topk.paths",
+    "get_path": "equiv.ops.draft_topk.paths",
+    "path_names": "equiv.ops.draft_topk.paths",
+    "TOLERANCES": "equiv.ops.draft_topk.tolerance",
+    "Tolerance": "equiv.ops.draft_topk.tolerance",
+    "tolerance_for": "equiv.ops.draft_topk.tolerance",
 }
 _MODULES = ("strategies",)                       # public sub-modules, also loaded on first use
 
@@ -61,17 +59,3 @@ def __getattr__(name):
 
 def __dir__():
     return __all__
-
-
-class _Front(_types.ModuleType):
-    """``equiv.compare`` is the function, although ``equiv/compare.py`` is also a sub-module:
-    importing a sub-module binds it on its package, which would hide the function the first
-    time anything imports ``equiv.compare``. An exported name keeps its exported value."""
-
-    def __setattr__(self, name, value):
-        if name in _EXPORTS and isinstance(value, _types.ModuleType) and value.__name__ == f"{__name__}.{name}":
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Front

@@ -2,7 +2,7 @@
 
 Plan
 ----
-- ``assert_equivalent(candidate, logits, k=1, ...)`` runs ``equiv.compare`` (contract, index in
+- ``assert_equivalent(candidate, logits, k=1, ...)`` runs ``equiv.ops.draft_topk.compare`` (contract, index in
   the tie set, value within the tolerance table, poisoning, regression against softmax_topk)
   and returns the ``ComparisonResult`` when every check passes. Otherwise it raises
   ``EquivalenceError`` (an ``AssertionError``, so pytest shows it as a failed assertion) whose
@@ -93,10 +93,10 @@ def assert_equivalent(candidate, logits, k: int = 1, *, tolerance=None, device: 
     """Raise ``EquivalenceError`` unless ``candidate(logits, k)`` matches the reference
     (module docstring); return the ``ComparisonResult`` when it does."""
     from equiv.candidate import load_candidate
-    from equiv.compare import compare
+    from equiv.ops.draft_topk.compare import compare
     from equiv.devices import resolve_device
     from equiv.errors import EquivalenceError
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
     from equiv.validation import check_logits
 
     loaded = load_candidate(candidate)

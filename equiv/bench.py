@@ -218,8 +218,8 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
     import torch
 
     from equiv.candidate import load_candidate
-    from equiv.inputs import _torch_dtype
-    from equiv.paths import get_path, path_names
+    from equiv.ops.draft_topk.recipes import _torch_dtype
+    from equiv.ops.draft_topk.paths import get_path, path_names
 
     _require_gpu()
     props = torch.cuda.get_device_properties(torch.cuda.current_device())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from equiv.errors import CandidateLoadError
-from equiv.paths import get_path, path_names
+from equiv.ops.draft_topk.paths import get_path, path_names
 
 
 @dataclass(frozen=True)

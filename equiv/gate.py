@@ -14,7 +14,7 @@ Plan
    it is read last, and killed if this process stops first (a device or a spec that fails here
    included). Each stage's ``seconds`` is its own wall time, so the
    properties' overlap the others'.
-3. ``tolerance``: ``equiv.compare`` on every input family x dtype x k asked at V = 129280, the
+3. ``tolerance``: ``equiv.ops.draft_topk.compare`` on every input family x dtype x k asked at V = 129280, the
    worker building each recipe on the device; at the end of the stage the inputs are checked once
    more (a late write from a thread or a stream).
 4. ``mtp``: the speculative-decoding harness as a probe in the candidate's worker, candidate
@@ -234,11 +234,11 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     """``compare`` on every input family x dtype x k; the first failing recipe is the
     counterexample. The worker builds each recipe on the device.
 
-    ``plan`` (an ``equiv.coverage.TolerancePlan``) gives each check its shapes; without one,
+    ``plan`` (an ``equiv.ops.draft_topk.coverage.TolerancePlan``) gives each check its shapes; without one,
     every check runs ``[batch, vocab]``."""
-    from equiv.compare import compare
-    from equiv.coverage import Shape
-    from equiv.inputs import FAMILIES, Recipe
+    from equiv.ops.draft_topk.compare import compare
+    from equiv.ops.draft_topk.coverage import Shape
+    from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
     from equiv.run import runner_for
 
     runner = runner_for(spec, device, timeout)
@@ -297,7 +297,7 @@ def mtp_checks(spec: str, *, ks, device: str, seed: int, vocab: int,
     the candidate must be lossless, equivalent to softmax_topk in accept length, and emit no
     invalid output. Greedy, target-only and confidence chains draft at k = 1; the tree consumer
     drafts at each k > 1 asked. The gate judges a candidate strictly (no ledger)."""
-    from equiv.paths import path_names
+    from equiv.ops.draft_topk.paths import path_names
     from equiv.run import runner_for
 
     runner = runner_for(spec, device, timeout)
@@ -377,7 +377,7 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
                                stages=stages or DEFAULT_STAGES, progress=progress, law=law)
     stages = stages or STAGES
     from equiv.devices import DEVICE_CHOICES, resolve_device
-    from equiv.inputs import DTYPES
+    from equiv.ops.draft_topk.recipes import DTYPES
     from equiv.properties.subjects import parse_timeout
     from equiv.run import load_check, runner_for
 
@@ -423,8 +423,8 @@ def run_gate(spec: str, *, k=1, device: str = "auto", dtypes=None, budget: str =
                     got, st = property_checks(suite, stage_timeout)
                     suite = None
                 elif name == "tolerance":
-                    from equiv.coverage import tolerance_plan
-                    from equiv.inputs import FAMILIES
+                    from equiv.ops.draft_topk.coverage import tolerance_plan
+                    from equiv.ops.draft_topk.recipes import FAMILIES
 
                     shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
                                                 max_shape_elements=plan["shape_elements"])

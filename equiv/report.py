@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from equiv.inputs import FAMILIES, Recipe
+from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 
 CORRECT_PATHS = ("softmax_topk", "identity_top1", "fused_triton")
 FORMATS = ("table", "markdown", "json", "html")
@@ -32,7 +32,7 @@ COLUMNS = ("path", "dtype", "family", "max_ulp", "p99_ulp", "max_rel_err", "inde
 
 def required(path: str) -> bool:
     """Must this path pass? The correct built-ins and every user candidate must."""
-    from equiv.paths import path_names
+    from equiv.ops.draft_topk.paths import path_names
 
     return path in CORRECT_PATHS or path not in path_names()
 
@@ -160,7 +160,7 @@ class Report:
 def report_rows(paths, dtypes, families=FAMILIES, *, vocab=129280, batch=8, seed=0, k=1,
                 device="cpu", progress=None, timeout=None, argv=None) -> Report:
     """Run every case; ``argv`` is the command line the provenance records (default ``sys.argv``)."""
-    from equiv.compare import compare
+    from equiv.ops.draft_topk.compare import compare
     from equiv.provenance import collect
 
     rows = []

@@ -86,7 +86,7 @@ def error_histogram(report, dtype: str) -> bytes:
 
 def error_figure(report, dtype: str):
     """The largest relative error of each healthy row in ``dtype``, one line per path, and rtol."""
-    from equiv.tolerance import TOLERANCES
+    from equiv.ops.draft_topk.tolerance import TOLERANCES
 
     plt = pyplot()
     rtol = TOLERANCES[dtype].rtol
@@ -142,7 +142,7 @@ def format_html(report, mtp_results=None) -> str:
         summary_cells,
         tight_line,
     )
-    from equiv.tolerance import TOLERANCES
+    from equiv.ops.draft_topk.tolerance import TOLERANCES
 
     dtypes = list(dict.fromkeys(r.dtype for r in report.rows))
     families, more_families = cut(dict.fromkeys(r.family for r in report.rows))

@@ -2,7 +2,7 @@
 
 Plan
 ----
-1. Kill rate: every mutant of the zoo (``equiv.mutants``) goes through the gate (property suite
+1. Kill rate: every mutant of the zoo (``equiv.ops.draft_topk.mutants``) goes through the gate (property suite
    and tolerance stages, quick budget). A mutant the gate passes *survived*: the suite is blind
    to its bug class.
 2. False-positive rate: every correct built-in path goes through the gate's tolerance stage on
@@ -81,7 +81,7 @@ class SelftestResult:
 
 
 def _mutant_registry():
-    from equiv import mutants
+    from equiv.ops.draft_topk import mutants
 
     return mutants.MUTANTS
 
@@ -90,7 +90,7 @@ def run_mutant(name: str, mutant, *, device: str, vocab: int, timeout: float) ->
     from equiv.gate import run_gate
 
     t0 = time.perf_counter()
-    res = run_gate(f"equiv.mutants:{name}", k=getattr(mutant, "k", 1), device=device, budget="quick",
+    res = run_gate(f"equiv.ops.draft_topk.mutants:{name}", k=getattr(mutant, "k", 1), device=device, budget="quick",
                    vocab=vocab, timeout=timeout,
                    stages=("properties", "tolerance"))
     return MutantOutcome(name, getattr(mutant, "bug_class", ""), not res.passed,
@@ -112,7 +112,7 @@ def run_correct(path: str, *, seeds: int, device: str, vocab: int, timeout: floa
 
 def run_selftest(*, device: str = "cpu", seeds: int = 20, vocab: int = 129280, only=None,
                  timeout: float = 120.0, workers: int = 2, progress=None) -> SelftestResult:
-    from equiv.paths import path_names
+    from equiv.ops.draft_topk.paths import path_names
 
     t0 = time.perf_counter()
     registry = _mutant_registry()

@@ -11,10 +11,10 @@
 (full-size rows are cheap, and a failure shrinks to the smallest recipe that still fails);
 ``raw_logits(*, max_vocab=40, ...)`` draws small float32 arrays element by element (specials
 included); ``vocabs``, ``elements``, ``exact_shifts`` and ``permutations`` are the pieces the
-property suite builds on. They live in ``equiv.properties.strategies``; this module is their
+property suite builds on. They live in ``equiv.ops.draft_topk.strategies``; this module is their
 public name. Importing it imports Hypothesis.
 """
-from equiv.properties.strategies import (
+from equiv.ops.draft_topk.strategies import (
     VOCABS,
     elements,
     exact_shifts,

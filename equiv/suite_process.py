@@ -11,7 +11,7 @@ Plan
   ``pytest.ini``/``pyproject.toml`` of the caller's is read; ``--noconftest`` keeps the caller's
   ``conftest.py`` out (pytest reads the one in the invocation folder even past ``--confcutdir``)
   and ``-p equiv.properties.conftest`` loads the suite's own as a plugin;
-  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with ``-p hypothesispytest -p equiv.plugin`` loads exactly
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with ``-p hypothesispytest -p equiv.pytest.plugin`` loads exactly
   the plugins the suite needs; ``PYTEST_ADDOPTS``/``PYTEST_PLUGINS`` are dropped;
   ``-p no:cacheprovider`` and a temporary ``HYPOTHESIS_STORAGE_DIRECTORY`` leave no
   ``.pytest_cache`` or ``.hypothesis`` behind in the caller's folder.
@@ -60,7 +60,7 @@ def pytest_args(spec: str, *, k, device: str, dtypes, budget: str, seed: int,
     judged = ([f"--equiv-k={_ks(k)}", f"--equiv-dtype={','.join(dtypes)}"] if op == "draft_topk"
               else [f"--equiv-op={op}"])
     return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
-            "-p", "hypothesispytest", "-p", "equiv.plugin", "-p", "equiv.properties.conftest",
+            "-p", "hypothesispytest", "-p", "equiv.pytest.plugin", "-p", "equiv.properties.conftest",
             "-p", "no:cacheprovider", "-q",
             "--pyargs", "equiv.properties", f"--equiv-candidate={absolute_spec(spec)}",
             f"--equiv-device={device}", *judged,

@@ -1,6 +1,6 @@
 """Wiring of the property suite into pytest.
 
-- Collecting this suite makes the run an equiv run (``EQUIV_SUITE``; ``equiv.plugin.activate``):
+- Collecting this suite makes the run an equiv run (``EQUIV_SUITE``; ``equiv.pytest.plugin.activate``):
   the ``equiv-*`` Hypothesis profiles are registered (at import, so ``--hypothesis-profile
   equiv-ci`` finds them) and loaded, the ``equiv_gpu`` marker exists, the options are checked.
 
@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from equiv.plugin import activate, option, register_profiles
+from equiv.pytest.plugin import activate, option, register_profiles
 from equiv.properties.known_failures import KNOWN_FAILURES
 
 EQUIV_SUITE = True

@@ -7,7 +7,7 @@ Plan
   ``--equiv-report-json``, and returns the parsed report. ``-x`` stops at the first failing
   property: properties run broad-and-cheap first (``conftest.PROPERTY_ORDER``), so a mutant
   costs the properties it survives plus the one that kills it, shrinking included.
-- ``kill(name)`` judges one mutant of ``equiv.mutants.MUTANTS`` and says which property killed
+- ``kill(name)`` judges one mutant of ``equiv.ops.draft_topk.mutants.MUTANTS`` and says which property killed
   it, after how many examples (``first_failure``: the calls until the first failing one), and
   the shrunk counterexample.
 - ``python -m equiv.properties.killing [NAME ...]`` prints the kill table as Markdown (the one in
@@ -79,11 +79,11 @@ def _first_failure(report: dict):
 
 
 def kill(name: str, **kwargs) -> Kill:
-    from equiv.mutants import MUTANTS
+    from equiv.ops.draft_topk.mutants import MUTANTS
 
     m = MUTANTS[name]
     t0 = time.perf_counter()
-    failed = _first_failure(run_suite(f"equiv.mutants:{name}", k=m.k, **kwargs))
+    failed = _first_failure(run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=m.k, **kwargs))
     dt = time.perf_counter() - t0
     if failed is None:
         return Kill(name, m.bug_class, False, None, None, None, None, dt)
@@ -93,20 +93,20 @@ def kill(name: str, **kwargs) -> Kill:
 
 def legal_failures(name: str, **kwargs) -> list[dict]:
     """The failing tests of a legal variant (must be empty)."""
-    from equiv.mutants import LEGAL_VARIANTS
+    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS
 
-    report = run_suite(f"equiv.mutants:{name}", k=LEGAL_VARIANTS[name].k, stop_at_first=False, **kwargs)
+    report = run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=LEGAL_VARIANTS[name].k, stop_at_first=False, **kwargs)
     return [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
 
 
 def matrix(names, properties) -> dict:
     """{(mutant, property): first_failure or None}: each property run alone against each mutant."""
-    from equiv.mutants import MUTANTS
+    from equiv.ops.draft_topk.mutants import MUTANTS
 
     out = {}
     for name in names:
         for prop in properties:
-            report = run_suite(f"equiv.mutants:{name}", k=MUTANTS[name].k, extra=["-k", f"test_{prop}"])
+            report = run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=MUTANTS[name].k, extra=["-k", f"test_{prop}"])
             failed = _first_failure(report)
             out[name, prop] = None if failed is None else (failed.get("first_failure") or 1)
             print(f"{name} {prop} {out[name, prop]}", file=sys.stderr, flush=True)
@@ -125,7 +125,7 @@ def print_matrix(names) -> None:
 
 
 def main(argv=None) -> int:
-    from equiv.mutants import LEGAL_VARIANTS, MUTANTS
+    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
 
     names = list(argv if argv is not None else sys.argv[1:])
     if names[:1] == ["--matrix"]:

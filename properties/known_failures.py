@@ -25,7 +25,7 @@ class KnownFailure:
         """The witness with recipes parsed and arrays built (what the check is called with)."""
         import numpy as np
 
-        from equiv.inputs import Recipe
+        from equiv.ops.draft_topk.recipes import Recipe
 
         out = {}
         for key, value in self.witness.items():

@@ -29,7 +29,7 @@ def snap(x, dtype: str):
     """``x`` rounded onto the exact-shift grid of ``dtype`` and clipped to its range."""
     import torch
 
-    from equiv.properties.strategies import SHIFT_GRID
+    from equiv.ops.draft_topk.strategies import SHIFT_GRID
 
     g, x_max, _ = SHIFT_GRID[dtype]
     y = torch.round(x.float() / g) * g

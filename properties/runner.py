@@ -10,8 +10,8 @@ Plan
   a random profile gets a fresh seed that the REPRO line carries.
 - ``Suite.call`` runs the subject once through its runner (``equiv.run``: a user's candidate in
   its supervised worker, with the input inside guard bands): a raise, a broken contract
-  (``equiv.compare``'s own contract check) or an input changed in place is a failure.
-  ``Suite.expect_equivalent`` is the full comparison pipeline of ``equiv.compare``.
+  (``equiv.ops.draft_topk.compare``'s own contract check) or an input changed in place is a failure.
+  ``Suite.expect_equivalent`` is the full comparison pipeline of ``equiv.ops.draft_topk.compare``.
 - An abnormal end of the candidate (an exit, a signal, a ``BaseException``, a hang) raises
   ``AbnormalEnd``, which is not an ``Exception``: Hypothesis stops at once instead of shrinking
   through one worker restart (or one time-out) per example, and the test fails with the input
@@ -128,14 +128,14 @@ class Suite:
 
     def coverage_recipes(self):
         """The shapes every run judges (``strategies.coverage_recipes``) within this subject's budget."""
-        from equiv.properties import strategies
+        from equiv.ops.draft_topk import strategies
 
         b = self.subject.budget
         return strategies.coverage_recipes(self.dtypes, max_vocab=b.max_vocab, max_batch=b.max_batch,
                                            min_vocab=self.k)
 
     def recipes(self, families, **kwargs):
-        from equiv.properties import strategies
+        from equiv.ops.draft_topk import strategies
 
         b = self.subject.budget
         kwargs["min_vocab"] = max(kwargs.get("min_vocab", 1), self.k)   # k > V is not a valid input
@@ -144,7 +144,7 @@ class Suite:
         return strategies.recipes(families, self.dtypes, **kwargs)
 
     def tolerance(self, dtype):
-        from equiv.tolerance import tolerance_for
+        from equiv.ops.draft_topk.tolerance import tolerance_for
 
         return tolerance_for(dtype)
 
@@ -159,7 +159,7 @@ class Suite:
 
     def call(self, x, k: int | None = None, *, what: str = "the input") -> Output:
         """One call of the subject; a raise, a broken contract or a changed input fails."""
-        from equiv.compare import _contract
+        from equiv.ops.draft_topk.compare import _contract
         from equiv.run import Raw
 
         k = self.k if k is None else k
@@ -181,9 +181,9 @@ class Suite:
 
     def expect_equivalent(self, x, *, recipe=None, raw=None, k: int | None = None,
                           what: str = "the input"):
-        """``equiv.compare`` on ``x`` (its contract includes an untouched input); a failed check
+        """``equiv.ops.draft_topk.compare`` on ``x`` (its contract includes an untouched input); a failed check
         fails the property with the comparison's summary."""
-        from equiv.compare import compare
+        from equiv.ops.draft_topk.compare import compare
 
         k = self.k if k is None else k
         res = compare(self.subject.name, x, k, recipe=recipe, name=self.subject.name,

@@ -43,7 +43,7 @@ class Subject:
     name: str                    # built-in path name or candidate spec: the test id
     fn: Callable | None          # None for a user's candidate: it is only called in its worker
     explicit: bool               # given with --equiv-candidate (the ledger never applies)
-    builtin: bool                # a built-in path of equiv.paths
+    builtin: bool                # a built-in path of equiv.ops.draft_topk.paths
     max_k: int | None            # None: any k <= V (unknown for a candidate: judged at --equiv-k)
     budget: Budget = Budget()
     k: int = 1                   # the k this subject is judged at (one of --equiv-k)
@@ -96,7 +96,7 @@ _ALL_DTYPES = ("float32", "bfloat16", "float16")
 
 def options_from(config) -> Options:
     from equiv.devices import resolve_device
-    from equiv.plugin import option
+    from equiv.pytest.plugin import option
     from equiv.validation import check_choices
 
     dtypes = option(config, "equiv_dtype")
@@ -148,7 +148,7 @@ def subjects_from(opts: Options) -> list[Subject]:
     """The candidate alone when one is given (once per k asked), else every built-in path (at
     each k it supports). A user's candidate is never imported here: its worker does that."""
     from equiv.candidate import load_candidate
-    from equiv.paths import get_path, path_names
+    from equiv.ops.draft_topk.paths import get_path, path_names
     from equiv.run import trusted
 
     if opts.candidate:

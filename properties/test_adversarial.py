@@ -1,7 +1,7 @@
 """Replay of the adversarial fixtures (fixtures/adversarial/manifest.json) as explicit examples.
 
 Test plan: every case of the manifest -- small element-level arrays stored as ``.npy`` and
-full-size inputs stored as recipes -- goes through ``equiv.compare`` at the case's k (or the
+full-size inputs stored as recipes -- goes through ``equiv.ops.draft_topk.compare`` at the case's k (or the
 run's ``--equiv-k`` when larger and V allows it), on the run's device. A case whose k the subject
 does not support is left out and counted in the skip reason; a missing or unreadable manifest is
 a failure, not a skip (the fixtures are part of the suite). Each case says how it was made and
@@ -30,7 +30,7 @@ def load_cases() -> list[dict]:
 
 
 def test_adversarial_fixtures(subject, suite):
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     cases = load_cases()
     judged, left_out = 0, []

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from equiv.inputs import HEALTHY_FAMILIES
+from equiv.ops.draft_topk.recipes import HEALTHY_FAMILIES
 from equiv.properties import relations as rel
 
 TIE_FAMILIES = ("ties_max", "near_ties", "bf16_quantized", "near_uniform", "gaussian", "zipf")

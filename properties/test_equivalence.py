@@ -1,4 +1,4 @@
-"""Equivalence: each subject against the float64 reference, through ``equiv.compare``.
+"""Equivalence: each subject against the float64 reference, through ``equiv.ops.draft_topk.compare``.
 
 Test plan
 ---------
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from equiv.inputs import HEALTHY_FAMILIES
-from equiv.properties.strategies import raw_logits
+from equiv.ops.draft_topk.recipes import HEALTHY_FAMILIES
+from equiv.ops.draft_topk.strategies import raw_logits
 
 EQUIVALENCE_FAMILIES = HEALTHY_FAMILIES + ("neginf_pad",)
 

@@ -2,7 +2,7 @@
 
 Test plan
 ---------
-The work is done by the pure probes of ``equiv/gpu_probes.py`` (whose docstring has the
+The work is done by the pure probes of ``equiv/ops/draft_topk/gpu_probes.py`` (whose docstring has the
 procedure); these tests run them on the subject, once per dtype of the run, at the run's k.
 - ``graph_replay``: captured in a CUDA graph at B_max = 64 and replayed with fresh rows and
   with NaN / sentinel / stale padding rows, on the current and on a non-default stream, with an
@@ -26,7 +26,7 @@ def _run(subject, suite, probe: str, **payload):
     notes = []
     for dtype in suite.dtypes:
         # in the subject's worker (equiv.run): a capture that crashes or hangs ends the worker, not us
-        out = suite.runner.probe(f"equiv.gpu_probes:{probe}",
+        out = suite.runner.probe(f"equiv.ops.draft_topk.gpu_probes:{probe}",
                                  {"k": suite.k, "dtype": dtype, "name": subject.name, **payload},
                                  timeout=None if suite.opts.timeout is None else 10 * suite.opts.timeout)
         if out.abnormal:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from equiv.inputs import HEALTHY_FAMILIES
+from equiv.ops.draft_topk.recipes import HEALTHY_FAMILIES
 from equiv.properties import relations as rel
-from equiv.properties.strategies import exact_shifts, permutations
+from equiv.ops.draft_topk.strategies import exact_shifts, permutations
 
 FAMILIES = HEALTHY_FAMILIES + ("neginf_pad",)
 

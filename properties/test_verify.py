@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from equiv.plugin import option
+from equiv.pytest.plugin import option
 
 pytestmark = pytest.mark.equiv_op("verify")
 EXACT = ("contract", "support", "greedy")

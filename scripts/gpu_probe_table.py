@@ -14,8 +14,8 @@ import json
 import sys
 
 import equiv
-from equiv import gpu_probes
-from equiv.mutants import GPU_MUTANTS
+from equiv.ops.draft_topk import gpu_probes
+from equiv.ops.draft_topk.mutants import GPU_MUTANTS
 
 PATHS = ("softmax_topk", "hardcoded_one", "identity_top1", "fused_triton")
 KS = {"softmax_topk": (1, 4), "fused_triton": (1, 4)}

@@ -30,7 +30,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log
 # at install), so the runs keep the bytecode in one folder, written by this first import (even
 # where PYTHONDONTWRITEBYTECODE is set; the runs after it read the folder).
 export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-/tmp/equiv-pycache}"
-env -u PYTHONDONTWRITEBYTECODE python3 -c "import torch, torch.nn, scipy.stats, hypothesis, pytest, triton, equiv.cli, equiv.gate, equiv.plugin" \
+env -u PYTHONDONTWRITEBYTECODE python3 -c "import torch, torch.nn, scipy.stats, hypothesis, pytest, triton, equiv.cli, equiv.gate, equiv.pytest.plugin" \
     >/dev/null 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
 python3 -c "import torch, triton, numpy, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__)" | tee -a "$out/env.txt"
@@ -107,9 +107,9 @@ verdicts)
         echo "isolated_$c --candidate $c" >>"$list"
     done
     python3 - >>"$list" <<'EOF'
-import equiv.mutants as m
+import equiv.ops.draft_topk.mutants as m
 for name, mut in {**m.MUTANTS, **m.GPU_MUTANTS}.items():
-    print(f"mutant_{name} --candidate equiv.mutants:{name} --k {getattr(mut, 'k', 1)}")
+    print(f"mutant_{name} --candidate equiv.ops.draft_topk.mutants:{name} --k {getattr(mut, 'k', 1)}")
 from equiv.ops.verify.mutants import LEGAL_VARIANTS, MUTANTS
 from equiv.ops.verify.paths import VERIFIERS
 for name in VERIFIERS:

@@ -1,7 +1,7 @@
-"""equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.plugin)."""
+"""equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.pytest.plugin)."""
 import pytest
 
-from equiv.plugin import activate, register_profiles
+from equiv.pytest.plugin import activate, register_profiles
 
 EQUIV_SUITE = True
 register_profiles()

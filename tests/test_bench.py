@@ -70,7 +70,7 @@ def test_table_has_one_line_per_row_and_the_size_matched_ceiling():
                     "make every later Triton kernel of this process interpreted (the GPU test below "
                     "runs the compiled read-sum)")
 def test_read_sum_kernel_sums_every_row_in_the_interpreter():
-    from equiv.paths.fused_triton import _kernels
+    from equiv.ops.draft_topk.paths.fused_triton import _kernels
 
     _kernels(interpret=True)                      # TRITON_INTERPRET before the kernel module
     from equiv.kernels import read_sum as rs

@@ -6,7 +6,7 @@ from equiv import CandidateLoadError, load_candidate
 
 def test_builtin_and_module_and_file_specs(tmp_path):
     assert load_candidate("identity_top1").builtin
-    assert load_candidate("equiv.paths.torch_paths:softmax_topk").fn.__name__ == "softmax_topk"
+    assert load_candidate("equiv.ops.draft_topk.paths.torch_paths:softmax_topk").fn.__name__ == "softmax_topk"
     f = tmp_path / "mine.py"
     f.write_text("def draft(logits, k):\n    return None\n")
     assert load_candidate(f"{f}:draft").fn.__name__ == "draft"
@@ -15,8 +15,8 @@ def test_builtin_and_module_and_file_specs(tmp_path):
 @pytest.mark.parametrize("spec, msg", [
     ("no.such:thing", "no module named 'no'"),
     ("missing.py:fn", "no file 'missing.py'"),
-    ("equiv.paths.torch_paths:nothing", "has no attribute 'nothing'"),
-    ("equiv.paths:_REGISTRY", "not a callable"),
+    ("equiv.ops.draft_topk.paths.torch_paths:nothing", "has no attribute 'nothing'"),
+    ("equiv.ops.draft_topk.paths:_REGISTRY", "not a callable"),
     ("softmax", "not a built-in path"),
     ("", "empty"),
     ("equiv.errors:UsageError.__init__.x", "has no attribute"),

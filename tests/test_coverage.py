@@ -1,4 +1,4 @@
-"""The coverage plans (equiv/coverage.py): shapes a kernel cannot dodge, rows a large batch judges.
+"""The coverage plans (equiv/ops/draft_topk/coverage.py): shapes a kernel cannot dodge, rows a large batch judges.
 
 Plan: the tolerance plan places every listed batch size and real vocabulary for any seed and any
 number of checks, runs the main vocabulary in every check, pads about half the shapes, stays under
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import equiv
-from equiv.coverage import (
+from equiv.ops.draft_topk.coverage import (
     EDGE_BATCHES,
     EDGE_ROWS,
     LARGE_BATCHES,
@@ -31,7 +31,7 @@ from equiv.coverage import (
 )
 from equiv.errors import InvalidArgument
 from equiv.gate import tolerance_checks
-from equiv.inputs import FAMILIES
+from equiv.ops.draft_topk.recipes import FAMILIES
 
 DODGERS = os.path.join(os.path.dirname(__file__), "candidates", "shape_dodgers.py")
 
@@ -136,7 +136,7 @@ def test_the_quick_property_suite_catches_each_dodger(fn):
 
 
 def test_coverage_recipes_reach_the_dodged_shapes_within_the_budget():
-    from equiv.properties.strategies import MAX_ELEMENTS, coverage_recipes
+    from equiv.ops.draft_topk.strategies import MAX_ELEMENTS, coverage_recipes
 
     full = coverage_recipes(("float32", "bfloat16"))
     assert len(full) == 6 and {r.dtype for r in full} == {"float32", "bfloat16"}

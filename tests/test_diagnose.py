@@ -24,7 +24,7 @@ from equiv.diagnose import diagnose
 from equiv.diagnose.isolate import Isolation, Residual, neighbours_matter
 from equiv.diagnose.probe import Prober
 from equiv.gate import GateCheck
-from equiv.inputs import Recipe
+from equiv.ops.draft_topk.recipes import Recipe
 
 
 def failing(name: str, recipe: str, passed: bool = False) -> GateCheck:
@@ -56,7 +56,7 @@ def test_a_passing_run_pays_nothing():
 
 
 def test_split_vocab_argmax_is_three_defects_of_three_kinds():
-    d = diagnose("equiv.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1)
     kinds = [x.kind for x in d.defects]
     assert sorted(kinds) == ["non_contiguous", "out_of_vocabulary_index", "placeholder_probability"], d.summary()
     by_kind = {x.kind: x for x in d.defects}
@@ -79,7 +79,7 @@ def test_hardcoded_one_is_one_defect_and_its_poisoned_rows_are_that_defect():
     assert "topk_p = 1 on every row" in d.defects[0].evidence
 
 
-@pytest.mark.parametrize("path", ["softmax_topk", "identity_top1", "equiv.mutants:ties_to_last_index"])
+@pytest.mark.parametrize("path", ["softmax_topk", "identity_top1", "equiv.ops.draft_topk.mutants:ties_to_last_index"])
 def test_a_correct_path_yields_no_defect_even_when_told_a_check_failed(path):
     checks = [failing("property:equivalence", "ties_max:seed=0,batch=4,vocab=1025,dtype=bfloat16"),
               failing("tolerance:poison_mix:float32", "poison_mix:seed=0,batch=6,vocab=33,dtype=float32")]
@@ -90,7 +90,7 @@ def test_a_correct_path_yields_no_defect_even_when_told_a_check_failed(path):
 def test_mutant_with_two_defects_gives_both():
     checks = [failing("property:equivalence", "gaussian:seed=0,batch=17,vocab=3,dtype=float32"),
               failing("tolerance:gaussian:bfloat16", "gaussian:seed=1,batch=4,vocab=32000,dtype=bfloat16")]
-    d = diagnose("equiv.mutants:grid_cap_half_sum", checks, k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:grid_cap_half_sum", checks, k=1)
     kinds = {x.kind: x for x in d.defects}
     assert set(kinds) == {"batch_size", "dtype_specific"}, d.summary()
     assert "passes with B = 16" in kinds["batch_size"].evidence
@@ -98,7 +98,7 @@ def test_mutant_with_two_defects_gives_both():
 
 
 def test_non_contiguous_is_confirmed_by_the_contiguous_complement():
-    prober = Prober("equiv.mutants:contiguous_stride_assumed", k=1)
+    prober = Prober("equiv.ops.draft_topk.mutants:contiguous_stride_assumed", k=1)
     obs = prober.observe(Recipe.parse("gaussian:seed=5,batch=2,vocab=2,dtype=float32,pad=1"))
     f = Isolation(prober, _bare_residual, 1).run(obs)
     assert f.kind == "non_contiguous"
@@ -110,10 +110,10 @@ def test_non_contiguous_is_confirmed_by_the_contiguous_complement():
 
 
 def test_the_neighbour_test_tells_a_batch_reduction_from_a_grid_cap():
-    wide = Prober("equiv.mutants:global_max_subtraction", k=1)
+    wide = Prober("equiv.ops.draft_topk.mutants:global_max_subtraction", k=1)
     obs = wide.observe(Recipe.parse("row_offsets:seed=0,batch=4,vocab=33,dtype=float32"))
     assert neighbours_matter(wide, obs, obs.rows_with(0xFF)) is not None
-    capped = Prober("equiv.mutants:rows_past_four_unwritten", k=1)
+    capped = Prober("equiv.ops.draft_topk.mutants:rows_past_four_unwritten", k=1)
     obs = capped.observe(Recipe.parse("gaussian:seed=0,batch=7,vocab=3,dtype=float32"))
     assert obs.rows_with(0xFF).tolist() == [4, 5, 6]
     assert neighbours_matter(capped, obs, obs.rows_with(0xFF)) is None
@@ -125,7 +125,7 @@ def test_the_neighbour_test_tells_a_batch_reduction_from_a_grid_cap():
 def test_stale_output_is_confirmed_on_a_fresh_shape_and_a_pure_function_is_not_stale():
     checks = [GateCheck("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
                         counterexample="repeated_calls(recipe=Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32'))")]
-    d = diagnose("equiv.mutants:cached_by_shape", checks, k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:cached_by_shape", checks, k=1)
     assert [x.kind for x in d.defects] == ["stale_output"], d.summary()
     assert "called right after" in d.defects[0].trigger and d.defects[0].repro.startswith("REPRO: python -c")
     d = diagnose("softmax_topk", checks, k=1)
@@ -133,7 +133,7 @@ def test_stale_output_is_confirmed_on_a_fresh_shape_and_a_pure_function_is_not_s
 
 
 def test_outputs_json_console_junit_and_repro():
-    d = diagnose("equiv.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1)
     doc = json.loads(json.dumps(d.to_json()))
     assert len(doc["defects"]) == 3
     for entry in doc["defects"]:
@@ -145,7 +145,7 @@ def test_outputs_json_console_junit_and_repro():
 
     assert [c[0].split(":", 1)[1] for c in junit_cases(d)] == [x.kind for x in d.defects]
     recipe_repro = next(x.repro for x in d.defects if x.kind == "non_contiguous")
-    assert "equiv check --candidate equiv.mutants:split_vocab_argmax" in recipe_repro and "pad=1" in recipe_repro
+    assert "equiv check --candidate equiv.ops.draft_topk.mutants:split_vocab_argmax" in recipe_repro and "pad=1" in recipe_repro
 
 
 def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
@@ -153,7 +153,7 @@ def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
 
     checks = [GateCheck("property:raw_arrays", False, "the raw array differs from the reference (contract)",
                         counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)")]
-    d = diagnose("equiv.mutants:padding_lane_wins", checks, k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:padding_lane_wins", checks, k=1)
     assert [x.kind for x in d.defects] == ["out_of_vocabulary_index"], d.summary()
     cmd = d.defects[0].repro.removeprefix("REPRO: ")
     if "equiv check" in cmd:
@@ -164,7 +164,7 @@ def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
 
 
 def test_the_deadline_stops_new_calls_and_says_what_was_left():
-    d = diagnose("equiv.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1, budget_s=0.0)
+    d = diagnose("equiv.ops.draft_topk.mutants:split_vocab_argmax", SPLIT_VOCAB_CHECKS, k=1, budget_s=0.0)
     assert d.defects == () and set(d.not_diagnosed) == {c.name for c in SPLIT_VOCAB_CHECKS}
     assert "not diagnosed" in d.summary()
 
@@ -184,7 +184,7 @@ def test_a_users_file_candidate_is_diagnosed_through_its_supervised_worker(tmp_p
     from equiv.run import runner_for
 
     path = tmp_path / "split_kernel.py"
-    path.write_text("from equiv.mutants import split_vocab_argmax\n\n"
+    path.write_text("from equiv.ops.draft_topk.mutants import split_vocab_argmax\n\n"
                     "def draft(logits, k):\n    return split_vocab_argmax(logits, k)\n")
     spec = f"{path}:draft"
     d = diagnose(spec, SPLIT_VOCAB_CHECKS, k=1)
@@ -199,7 +199,7 @@ def _nudged(logits, k):
     table, yet no worse than 4x the baseline's own bfloat16 rounding on the same input."""
     import torch
 
-    from equiv.tolerance import tolerance_for
+    from equiv.ops.draft_topk.tolerance import tolerance_for
 
     p, idx = torch.topk(torch.softmax(logits.float(), -1), k, -1)
     if logits.dtype == torch.bfloat16:
@@ -214,7 +214,7 @@ def test_a_value_failure_no_worse_than_the_baseline_is_the_tolerance_not_a_defec
     assert "tolerance's edge" in d.summary()
     # a real precision loss fails the regression rule too: it stays a defect
     check = failing("tolerance:gaussian:float32", "gaussian:seed=0,batch=4,vocab=1000,dtype=float32")
-    d = diagnose("equiv.mutants:bf16_probabilities", [check], k=1)
+    d = diagnose("equiv.ops.draft_topk.mutants:bf16_probabilities", [check], k=1)
     assert [x.kind for x in d.defects] == ["value_error"] and not d.tolerance_edge
 
 
@@ -235,5 +235,5 @@ def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
 def test_ranks_out_of_order_beside_a_poisoned_row_are_the_rank_order_defect():
     checks = [failing("property:topk_ordering", "gaussian:seed=0,batch=1,vocab=8,dtype=float32"),
               failing("tolerance:poison_mix:float32", "poison_mix:seed=0,batch=5,vocab=33,dtype=float32,specials=1")]
-    d = diagnose("equiv.mutants:topk_ascending", checks, k=4)
+    d = diagnose("equiv.ops.draft_topk.mutants:topk_ascending", checks, k=4)
     assert [x.kind for x in d.defects] == ["rank_order"] and len(d.defects[0].checks) == 2, d.summary()

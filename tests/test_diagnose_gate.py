@@ -24,7 +24,7 @@ def unhurried(monkeypatch):
 
 
 def test_gate_names_the_defects_beside_its_checks():
-    result = run_gate("equiv.mutants:split_vocab_argmax", device="cpu", stages=("tolerance",), vocab=4097)
+    result = run_gate("equiv.ops.draft_topk.mutants:split_vocab_argmax", device="cpu", stages=("tolerance",), vocab=4097)
     kinds = sorted(d.kind for d in result.diagnosis.defects)
     assert kinds == ["non_contiguous", "out_of_vocabulary_index", "placeholder_probability"], result.summary()
     text = result.summary()
@@ -47,11 +47,11 @@ def test_a_passing_gate_pays_nothing():
 
 
 def test_check_prints_the_defect_first(capsys):
-    rc = main(["check", "--candidate", "equiv.mutants:contiguous_stride_assumed", "--device", "cpu",
+    rc = main(["check", "--candidate", "equiv.ops.draft_topk.mutants:contiguous_stride_assumed", "--device", "cpu",
                "--recipe", "gaussian:seed=5,batch=2,vocab=2,dtype=float32,pad=1"])
     out = capsys.readouterr().out
     assert rc == 1 and out.startswith("1 defect") and "non_contiguous" in out
-    rc = main(["check", "--candidate", "equiv.mutants:contiguous_stride_assumed", "--device", "cpu", "--json",
+    rc = main(["check", "--candidate", "equiv.ops.draft_topk.mutants:contiguous_stride_assumed", "--device", "cpu", "--json",
                "--recipe", "gaussian:seed=5,batch=2,vocab=2,dtype=float32,pad=1"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 1 and [d["kind"] for d in doc["defects"]] == ["non_contiguous"] and doc["checks"]

@@ -10,7 +10,7 @@ expected kinds. A few seconds for the whole zoo on the CPU.
 import pytest
 
 from equiv.diagnose.calibrate import EXPECTED_KINDS, calibrate
-from equiv.mutants import MUTANTS
+from equiv.ops.draft_topk.mutants import MUTANTS
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_KINDS))

@@ -1,7 +1,7 @@
-"""The ``fused_triton`` path judged by ``equiv.compare`` against the float64 reference.
+"""The ``fused_triton`` path judged by ``equiv.ops.draft_topk.compare`` against the float64 reference.
 
 Plan
-- Oracle: ``equiv.compare`` (contract, tie sets, value tolerance of the input dtype, poisoning,
+- Oracle: ``equiv.ops.draft_topk.compare`` (contract, tie sets, value tolerance of the input dtype, poisoning,
   regression against ``softmax_topk``); where the contract leaves latitude (ties: any index of
   an exact tie, one +inf: NaN or the limit) the tests also pin what this kernel promises: the
   lowest index of a tie, NaN for every non-finite row.
@@ -25,7 +25,7 @@ import torch
 
 import equiv
 from equiv import Recipe, compare
-from equiv.paths.fused_triton import with_layout
+from equiv.ops.draft_topk.paths.fused_triton import with_layout
 
 TILE_EDGES = [1, 2, 33, 1023, 1025, 4097, 8193]
 HAS_CUDA = torch.cuda.is_available()

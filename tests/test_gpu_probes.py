@@ -1,4 +1,4 @@
-"""The GPU probes of ``equiv/gpu_probes.py``: that they skip cleanly, and that each can fail.
+"""The GPU probes of ``equiv/ops/draft_topk/gpu_probes.py``: that they skip cleanly, and that each can fail.
 
 Plan
 - CPU: both probes skip with the reason without a CUDA device; a bad payload is one line; the
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import equiv
-from equiv import gpu_probes
-from equiv.mutants import GPU_MUTANTS
+from equiv.ops.draft_topk import gpu_probes
+from equiv.ops.draft_topk.mutants import GPU_MUTANTS
 
 BUILTINS = ("softmax_topk", "hardcoded_one", "identity_top1", "fused_triton")
 SMALL = {"vocab": 4097, "batches": (3, 64, 256)}
@@ -49,7 +49,7 @@ def test_row_agreement_accepts_ties_and_rejects_a_wrong_index():
 
 
 def test_probe_rows_are_distinct_deterministic_and_start_with_the_recipe():
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     p = {**gpu_probes.BATCH_DEFAULTS, "vocab": 1000}
     x = gpu_probes._rows(p, 200, 5, "cpu")
@@ -68,7 +68,7 @@ def test_batch_invariance_measures_bits_and_requires_them_only_when_asked():
     assert loose.status == "pass" and not loose.facts["bitwise_invariant"], loose.summary()
     strict = gpu_probes.measure_batch_invariance(mutant, "cpu", {**SMALL, "require_bitwise": True})
     assert strict.status == "fail" and strict.reason == "bitwise", strict.summary()
-    assert "REPRO: python -m equiv.gpu_probes batch_invariance batch_dependent_reduction" in strict.summary()
+    assert "REPRO: python -m equiv.ops.draft_topk.gpu_probes batch_invariance batch_dependent_reduction" in strict.summary()
 
 
 def test_static_buffer_mutant_returns_aliased_outputs():
@@ -82,7 +82,7 @@ def test_static_buffer_mutant_returns_aliased_outputs():
 def test_main_usage_and_repro_parse():
     assert gpu_probes.main(["nope"]) == 2
     assert gpu_probes._repro("graph_replay", "pkg.mod:fn", {**gpu_probes.GRAPH_DEFAULTS, "k": 4}) == \
-        "REPRO: python -m equiv.gpu_probes graph_replay pkg.mod:fn --k=4"
+        "REPRO: python -m equiv.ops.draft_topk.gpu_probes graph_replay pkg.mod:fn --k=4"
 
 
 # --------------------------------------------------------------------------------------------- GPU

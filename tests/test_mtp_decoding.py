@@ -16,7 +16,7 @@ from equiv.mtp import SyntheticLM, acceptance_metrics, decode, greedy_reference,
 from equiv.mtp.decoding import DecodeOutcome
 from equiv.mtp.harness import _sampling_lossless
 from equiv.mtp.statistics import greedy_identity
-from equiv.paths import get_path
+from equiv.ops.draft_topk.paths import get_path
 
 V, B, R = 2048, 24, 10
 SMALL = dict(vocab=V, sequences=B, rounds=R, device="cpu")

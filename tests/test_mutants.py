@@ -1,7 +1,7 @@
 """The property suite kills every mutant of the zoo under the ``ci`` profile, and nothing legal.
 
-Plan: each mutant of ``equiv.mutants.MUTANTS`` runs through the whole property suite in-process
-(``equiv.properties.killing.run_suite``: ``--equiv-candidate equiv.mutants:NAME -x``, ci profile, full
+Plan: each mutant of ``equiv.ops.draft_topk.mutants.MUTANTS`` runs through the whole property suite in-process
+(``equiv.properties.killing.run_suite``: ``--equiv-candidate equiv.ops.draft_topk.mutants:NAME -x``, ci profile, full
 budget) and must fail a property; each legal variant (ties broken the other way, float64
 arithmetic) must pass every property. Each property is also seen failing on its own against a
 mutant chosen for it (``CAN_FAIL``), so no property is a check that cannot fail.
@@ -9,7 +9,7 @@ mutant chosen for it (``CAN_FAIL``), so no property is a check that cannot fail.
 import pytest
 
 from equiv.candidate import load_candidate
-from equiv.mutants import LEGAL_VARIANTS, MUTANTS
+from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
 from equiv.properties.killing import _first_failure, kill, legal_failures, run_suite
 
 # property -> a mutant it kills when it runs alone (from `python -m equiv.properties.killing --matrix`)
@@ -42,7 +42,7 @@ def test_the_zoo_is_large_and_loadable():
     assert len({m.bug_class for m in MUTANTS.values()}) == len(MUTANTS), "one bug class per mutant"
     for name, m in {**MUTANTS, **LEGAL_VARIANTS}.items():
         assert m.name == name and m.bug_class and m.description and m.k >= 1
-        assert load_candidate(f"equiv.mutants:{name}").fn is m
+        assert load_candidate(f"equiv.ops.draft_topk.mutants:{name}").fn is m
 
 
 @pytest.mark.parametrize("name", list(MUTANTS))
@@ -61,7 +61,7 @@ def test_legal_variants_pass(name, device):
 
 @pytest.mark.parametrize("prop, name", sorted(CAN_FAIL.items()))
 def test_each_property_can_fail_alone(prop, name, device):
-    report = run_suite(f"equiv.mutants:{name}", k=MUTANTS[name].k, device=device, extra=["-k", f"test_{prop}"])
+    report = run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=MUTANTS[name].k, device=device, extra=["-k", f"test_{prop}"])
     failed = _first_failure(report)
     assert failed is not None and failed["property"] == prop, f"{prop} did not kill {name} on its own"
 

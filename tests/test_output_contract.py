@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import equiv
-from equiv.compare import _contract, underflow_atol
-from equiv.inputs import Recipe
+from equiv.ops.draft_topk.compare import _contract, underflow_atol
+from equiv.ops.draft_topk.recipes import Recipe
 from equiv.timeouts import limit_seconds
 
 HERE = os.path.dirname(__file__)

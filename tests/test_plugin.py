@@ -1,6 +1,6 @@
 """The pytest plugin and the suite's wiring: profiles, options, the JSON report, the ledger, the gate.
 
-The gate's own command (``python -m pytest --pyargs equiv.properties -p equiv.plugin ...`` from another
+The gate's own command (``python -m pytest --pyargs equiv.properties -p equiv.pytest.plugin ...`` from another
 directory) is run once as a subprocess; the rest runs pytest in-process.
 """
 import json
@@ -88,7 +88,7 @@ def test_correct_candidate_passes_the_quick_budget():
 
 def test_gate_command_from_another_directory_reports_hardcoded_one(tmp_path):
     out = tmp_path / "report.json"
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-p", "equiv.plugin", "-q",
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "equiv.properties", "-p", "equiv.pytest.plugin", "-q",
            "-p", "no:cacheprovider", "--equiv-candidate", "hardcoded_one", "--equiv-device", "cpu",
            "--equiv-budget", "quick", "--equiv-dtype", "float32,bfloat16", f"--equiv-report-json={out}"]
     env = dict(os.environ, HYPOTHESIS_PROFILE="equiv-ci")

@@ -116,7 +116,7 @@ def test_git_commit_is_equivs_own_checkout_only(tmp_path):
 
 
 def test_one_histogram_per_dtype_with_rtol(small_report, page):
-    from equiv.tolerance import TOLERANCES
+    from equiv.ops.draft_topk.tolerance import TOLERANCES
 
     section = page[page.index('id="errors"'):page.index('id="failures"')]
     assert len(_images(section)) == 2

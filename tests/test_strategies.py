@@ -9,9 +9,9 @@ import torch
 from hypothesis import find, given, settings, strategies as st
 
 from equiv import reference
-from equiv.inputs import FAMILIES, Recipe
+from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.properties import relations as rel
-from equiv.properties import strategies
+from equiv.ops.draft_topk import strategies
 from equiv.properties.runner import Output
 
 FAST = settings(max_examples=25, deadline=None, database=None, derandomize=True)

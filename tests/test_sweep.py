@@ -4,7 +4,7 @@ import subprocess
 import sys
 import textwrap
 
-from equiv.sweep_plugin import count_examples
+from equiv.pytest.sweep import count_examples
 
 SUITE = textwrap.dedent("""
     from hypothesis import given, settings, strategies as st

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from equiv.errors import InvalidArgument
-from equiv.ulp import round_to, spacing_at, ulp_distance, ulp_error
+from equiv.ops.draft_topk.ulp import round_to, spacing_at, ulp_distance, ulp_error
 
 
 @pytest.mark.parametrize("fmt, np_dtype", [("float32", np.float32), ("float16", np.float16)])

@@ -44,7 +44,7 @@ def _ints(name, text, min_value):
 def run(args) -> int:
     from equiv.bench import _require_gpu, run_bench, write_json, write_plot
     from equiv.candidate import load_candidate
-    from equiv.inputs import DTYPES as KNOWN
+    from equiv.ops.draft_topk.recipes import DTYPES as KNOWN
     from equiv.validation import check_choices, check_int
 
     check_outputs(json=args.json_out, plot=args.plot)

@@ -41,10 +41,10 @@ def run(args) -> int:
         return 0 if verdict.passed else 1
     import time
 
-    from equiv.compare import compare
+    from equiv.ops.draft_topk.compare import compare
     from equiv.devices import resolve_device
     from equiv.diagnose.attach import for_comparison
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
     from equiv.properties.subjects import parse_timeout
     from equiv.run import load_check
 

@@ -11,8 +11,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from equiv.compare import CONTRACT
-    from equiv.paths import get_path, path_names
+    from equiv.ops.draft_topk.compare import CONTRACT
+    from equiv.ops.draft_topk.paths import get_path, path_names
 
     check_outputs(json=args.json_out)
     paths = [get_path(n) for n in path_names()]

@@ -53,9 +53,9 @@ def _with_version(text: str, fmt: str) -> str:
 def run(args) -> int:
     from equiv.atomic import atomic_write
     from equiv.devices import resolve_device
-    from equiv.inputs import DTYPES as KNOWN
-    from equiv.inputs import FAMILIES
-    from equiv.paths import get_path, path_names
+    from equiv.ops.draft_topk.recipes import DTYPES as KNOWN
+    from equiv.ops.draft_topk.recipes import FAMILIES
+    from equiv.ops.draft_topk.paths import get_path, path_names
     from equiv.report import FORMATS as RENDERED
     from equiv.report import render, report_rows
     from equiv.validation import check_choice, check_choices, check_float, check_int

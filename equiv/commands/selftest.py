@@ -10,7 +10,7 @@ def add_parser(sub):
     p.add_argument("--seeds", type=int, default=20, help="seeded runs per correct path (default 20)")
     p.add_argument("--vocab", type=int, default=129280, help="vocabulary size (default 129280)")
     p.add_argument("--mutants", default=None, metavar="NAMES",
-                   help="comma-separated subset of the zoo (default: all; equiv.mutants lists them)")
+                   help="comma-separated subset of the zoo (default: all; equiv.ops.draft_topk.mutants lists them)")
     p.add_argument("--workers", type=int, default=2, help="mutants judged at once (default 2)")
     p.add_argument("--timeout", type=float, default=120.0, help="per-call time-out in seconds (default 120)")
     add_json(p, "the result")

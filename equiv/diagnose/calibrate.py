@@ -2,12 +2,12 @@
 
 Plan
 ----
-- ``EXPECTED_KINDS``: for each mutant of ``equiv.mutants`` (and the built-in paths), the kinds of
+- ``EXPECTED_KINDS``: for each mutant of ``equiv.ops.draft_topk.mutants`` (and the built-in paths), the kinds of
   defect the diagnosis must name -- one per independent bug, none for a correct path.
 - ``mini_gate(spec, k)``: a cheap stand-in for the gate's failing checks, for the test suite: a
   fixed battery of inputs, one per feature the isolation varies (padding, batch size past 4 and
   past 16, poisoned rows, a ragged tile, rows at different heights, large magnitudes, bfloat16
-  at V = 32000, a raw single entry, a second call of one shape), run through ``equiv.compare``;
+  at V = 32000, a raw single entry, a second call of one shape), run through ``equiv.ops.draft_topk.compare``;
   each failing input becomes one failing check with its recipe, as the gate reports them.
 - ``calibrate(names, gate=True)`` runs, per candidate, the real gate (``gate=True``: the quick
   budget on the CPU, in this process, so a stateful candidate keeps its state as in ``equiv
@@ -96,22 +96,22 @@ class Row:
 
 
 def _spec(name: str) -> str:
-    from equiv.mutants import LEGAL_VARIANTS, MUTANTS
+    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
 
-    return f"equiv.mutants:{name}" if name in MUTANTS or name in LEGAL_VARIANTS else name
+    return f"equiv.ops.draft_topk.mutants:{name}" if name in MUTANTS or name in LEGAL_VARIANTS else name
 
 
 def _k(name: str) -> int:
-    from equiv.mutants import MUTANTS
+    from equiv.ops.draft_topk.mutants import MUTANTS
 
     return MUTANTS[name].k if name in MUTANTS else 1
 
 
 def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
-    """The battery through ``equiv.compare``; a failing input is a failing check (docstring)."""
-    from equiv.compare import compare
+    """The battery through ``equiv.ops.draft_topk.compare``; a failing input is a failing check (docstring)."""
+    from equiv.ops.draft_topk.compare import compare
     from equiv.gate import GateCheck
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     checks = []
     for i, text in enumerate(BATTERY):

@@ -310,7 +310,7 @@ class _Work:
         """Only values off, by at most ``EDGE`` times the table's relative allowance, and within
         the regression rule of softmax_topk on the same input: the baseline errs about as much, so
         the tolerance table -- not the candidate -- is at issue."""
-        from equiv.tolerance import tolerance_for
+        from equiv.ops.draft_topk.tolerance import tolerance_for
 
         if obs.faults is None or obs.status != "fail" or (obs.faults & ~VALUE).any():
             return False
@@ -328,7 +328,7 @@ class _Work:
         return self.prober.observe(inputs, regression=True) if obs.passed else obs
 
     def _relations(self, check, recipe, need: bool) -> list:
-        from equiv.inputs import Recipe
+        from equiv.ops.draft_topk.recipes import Recipe
 
         if not isinstance(recipe, Recipe):
             return []
@@ -444,7 +444,7 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float = 
     """The defects behind ``checks`` (objects with ``name``, ``passed``, ``detail``,
     ``counterexample``, ``repro``) of candidate ``spec`` judged at ``k`` on ``device``."""
     from equiv.diagnose.render import defect_of
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     t0 = time.perf_counter()
     failing = [c for c in checks if not c.passed]

@@ -5,7 +5,7 @@ Plan
 - ``Prober.observe(inputs)`` is the one function of the diagnosis that calls the candidate: the
   candidate's runner (``equiv.run.runner_for``: a user's code in its supervised worker, our own
   paths and the zoo in-process) answers the input (an ``equiv.Recipe``, or a ``RawInput`` sent
-  as ``equiv.run.Raw``) once, and ``equiv.compare`` judges that recorded answer (``_Replay``), so
+  as ``equiv.run.Raw``) once, and ``equiv.ops.draft_topk.compare`` judges that recorded answer (``_Replay``), so
   the verdict -- pass or fail, REPRO line, contract, time-out, abnormal end, input written -- is
   compare's own and the candidate is not called twice.
 - The diagnosis needs more than compare's verdict: *which rows* fail and *how*, so that a
@@ -76,7 +76,7 @@ def input_key(inputs):
 
 @dataclass(frozen=True)
 class Observation:
-    """One call of the candidate, judged by ``equiv.compare``, with its rows attributed."""
+    """One call of the candidate, judged by ``equiv.ops.draft_topk.compare``, with its rows attributed."""
 
     inputs: object                       # Recipe or RawInput
     k: int
@@ -174,8 +174,8 @@ def row_faults(x, p, idx, k: int, dtype: str, out_fmt: str = "float32", rows=Non
     ``dtype``; ``out_fmt`` the format of ``p``), and the reference. ``rows``: the rows compare
     judged (a large batch is sampled); an index outside ``[0, V)`` is read on every row, the rest
     on those rows and the out-of-range ones (unjudged rows of the reference are blank)."""
-    from equiv.compare import underflow_atol
-    from equiv.tolerance import tolerance_for
+    from equiv.ops.draft_topk.compare import underflow_atol
+    from equiv.ops.draft_topk.tolerance import tolerance_for
 
     tol = tolerance_for(dtype)
     batch, vocab = x.shape
@@ -245,7 +245,7 @@ def _agree_with(result, faults) -> np.ndarray:
 
 
 class Prober:
-    """Calls the candidate ``spec`` on inputs, one ``equiv.compare`` per call (module docstring)."""
+    """Calls the candidate ``spec`` on inputs, one ``equiv.ops.draft_topk.compare`` per call (module docstring)."""
 
     def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float = 60.0,
                  deadline: float | None = None, max_calls: int = 400):
@@ -290,9 +290,9 @@ class Prober:
 
     def _call(self, inputs, k: int, regression: bool = False) -> Observation:
         """The one call site: the candidate's runner (``equiv.run``: a supervised worker for a
-        user's code) answers once; ``equiv.compare`` judges that answer, replayed in-process."""
-        from equiv.compare import compare
-        from equiv.inputs import Recipe
+        user's code) answers once; ``equiv.ops.draft_topk.compare`` judges that answer, replayed in-process."""
+        from equiv.ops.draft_topk.compare import compare
+        from equiv.ops.draft_topk.recipes import Recipe
         from equiv.run import Raw
 
         x = inputs.build("cpu")

@@ -36,7 +36,7 @@ def _text(check) -> str:
 
 def recipes_in(text: str) -> list:
     from equiv.errors import InvalidArgument
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     out = []
     for m in _RECIPE.finditer(text or ""):
@@ -82,7 +82,7 @@ def arrays_in(text: str) -> list:
 
 def fixture_inputs(name: str) -> list:
     from equiv.fixtures import path as fixture_path
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     folder = fixture_path("adversarial")
     try:
@@ -119,7 +119,7 @@ def consumer_of(check) -> str | None:
 
 def relational_probes(check, recipe) -> list:
     """Inputs ``compare`` can judge that the failed relation implies must also be right."""
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     if not isinstance(recipe, Recipe):
         return []

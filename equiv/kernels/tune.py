@@ -30,7 +30,7 @@ import sys
 import torch
 
 from equiv.bench import make_buffers, read_ceiling, sized_ceiling, time_path
-from equiv.paths.fused_triton import with_layout
+from equiv.ops.draft_topk.paths.fused_triton import with_layout
 
 VOCAB = 129280
 BATCHES = (1, 8, 64, 256, 1024)

@@ -69,14 +69,14 @@ class DecodeOutcome:
 
 
 def call_path(path, logits, k: int, name: str):
-    """``path(logits, k)`` with its outputs checked by the same contract as ``equiv.compare``
+    """``path(logits, k)`` with its outputs checked by the same contract as ``equiv.ops.draft_topk.compare``
     (a tuple or list ``(topk_p, topk_index)`` of shape ``[N, k]`` on the logits' device;
     ``topk_p`` float32, float64 or the input dtype; ``topk_index`` int64; any strides), returned
     as fresh dense ``(float32, int64)`` copies: the rounds below ``view`` and keep the outputs
     across calls."""
     import torch
 
-    from equiv.compare import ALLOWED_P_DTYPES
+    from equiv.ops.draft_topk.compare import ALLOWED_P_DTYPES
 
     out = path(logits, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):

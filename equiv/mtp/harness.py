@@ -169,7 +169,7 @@ class MtpRun:
 
 def _candidates(paths, device: str, timeout=60.0):
     from equiv.candidate import Candidate, load_candidate
-    from equiv.paths import get_path, path_names
+    from equiv.ops.draft_topk.paths import get_path, path_names
     from equiv.run import load_check, runner_for, trusted
     from equiv.run.supervisor import as_callable
 
@@ -293,7 +293,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
     from equiv.mtp.traces import Trace, TraceLM, load_trace
-    from equiv.paths import get_path
+    from equiv.ops.draft_topk.paths import get_path
 
     device = resolve_device(device)
     budget = check_choice("budget", budget, BUDGETS)

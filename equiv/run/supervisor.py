@@ -367,7 +367,7 @@ def resolve_spec(spec: str) -> str:
 
 def trusted(spec: str, op: str = "draft_topk") -> bool:
     """Our own code: a built-in path or a mutant of the zoo (in-process unless EQUIV_ISOLATE=always)."""
-    from equiv.paths import path_names
+    from equiv.ops.draft_topk.paths import path_names
 
     if os.environ.get("EQUIV_ISOLATE", "auto") == "always":
         return False
@@ -375,7 +375,7 @@ def trusted(spec: str, op: str = "draft_topk") -> bool:
         from equiv.ops.verify.paths import verifier_names
 
         return spec in verifier_names() or spec.startswith("equiv.ops.verify.mutants:")
-    return spec in path_names() or spec.startswith("equiv.mutants:")
+    return spec in path_names() or spec.startswith("equiv.ops.draft_topk.mutants:")
 
 
 def load_for(spec, op: str = "draft_topk"):

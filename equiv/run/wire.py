@@ -25,7 +25,7 @@ _NUMPY_MODULES = ("numpy", "numpy.core.multiarray", "numpy._core.multiarray", "n
                   "numpy._core.numeric", "numpy.dtypes")
 _NUMPY_NAMES = ("ndarray", "dtype", "_reconstruct", "scalar", "_frombuffer")
 _BUILTINS = ("set", "frozenset", "complex", "slice", "range", "bytearray")
-_OUR_MODULES = ("equiv.run.outcome", "equiv.gpu_probes")   # where the replies' record types live
+_OUR_MODULES = ("equiv.run.outcome", "equiv.ops.draft_topk.gpu_probes")   # where the replies' record types live
 
 
 class ReplyError(Exception):

@@ -12,7 +12,7 @@ import sys
 import torch
 
 from equiv.kernels.read_sum import read_sum_wide
-from equiv.paths.fused_triton import fused_triton
+from equiv.ops.draft_topk.paths.fused_triton import fused_triton
 
 batch = int(sys.argv[1]) if len(sys.argv) > 1 else 256
 vocab = int(sys.argv[2]) if len(sys.argv) > 2 else 129280

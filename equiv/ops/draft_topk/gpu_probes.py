@@ -2,7 +2,7 @@
 
 Each probe is a pure function ``probe(fn, device, payload) -> result`` that calls the candidate
 ``fn(logits, k)`` many times and returns a frozen, picklable result with ``to_json()``, so that
-it can run inside the supervised worker (``runner_for(spec).probe("equiv.gpu_probes:NAME", payload)``)
+it can run inside the supervised worker (``runner_for(spec).probe("equiv.ops.draft_topk.gpu_probes:NAME", payload)``)
 or be called directly. ``payload`` is a dict of plain values (every key has a default).
 Without a CUDA device both return ``status="skipped"`` with the reason.
 
@@ -22,12 +22,12 @@ and replay it for smaller ones, padding rows holding whatever was there before.
 1. ``rows`` probe rows are computed alone (B = 1), then inside batches of ``batches`` (3, 64,
    1024), first in place and then after a seeded shuffle of the batch.
 2. Every answer must agree with the row's answer alone within tolerance (indices equal, p within
-   twice the tolerance; differing indices only where both answers pass ``equiv.compare``);
+   twice the tolerance; differing indices only where both answers pass ``equiv.ops.draft_topk.compare``);
    bitwise equality with the answer alone (p bits and indices) is measured and required only
    with ``require_bitwise`` (``--equiv-require batch-invariant``). Correctness itself is the
    equivalence properties' business, so a path judged wrong there (hardcoded_one) is judged
    here only for invariance.
-Every failure carries a ``REPRO:`` line: ``python -m equiv.gpu_probes PROBE SPEC ...``.
+Every failure carries a ``REPRO:`` line: ``python -m equiv.ops.draft_topk.gpu_probes PROBE SPEC ...``.
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _repro(probe: str, name: str, p: dict) -> str:
     args = " ".join(f"--{key.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, (tuple, list)) else v}"
                     for key, v in p.items() if key != "name" and v != (GRAPH_DEFAULTS if probe ==
                     "graph_replay" else BATCH_DEFAULTS).get(key))
-    return f"REPRO: python -m equiv.gpu_probes {probe} {name} {args}".rstrip()
+    return f"REPRO: python -m equiv.ops.draft_topk.gpu_probes {probe} {name} {args}".rstrip()
 
 
 def _no_gpu(device) -> str | None:
@@ -139,7 +139,7 @@ def _rotated(rows, n: int):
 
 @functools.lru_cache(maxsize=4)
 def _base_rows(family: str, seed: int, vocab: int, dtype: str, device: str):
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     return Recipe(family, seed=seed, batch=BASE_ROWS, vocab=vocab, dtype=dtype).build(device)
 
@@ -153,11 +153,11 @@ def _same_bits(a, b) -> bool:
 def _disagreement(x, got, want, k: int) -> str | None:
     """Why ``got`` (p, idx) is not the answer ``want`` for rows ``x`` (None: it is). Indices
     must be equal and p within twice the tolerance; rows whose indices differ pass only if both
-    answers pass ``equiv.compare`` (an exact or near tie broken another way)."""
+    answers pass ``equiv.ops.draft_topk.compare`` (an exact or near tie broken another way)."""
     import torch
 
-    from equiv.compare import compare
-    from equiv.tolerance import tolerance_for
+    from equiv.ops.draft_topk.compare import compare
+    from equiv.ops.draft_topk.tolerance import tolerance_for
 
     (gp, gi), (wp, wi) = [(p.float().cpu(), i.cpu()) for p, i in (got, want)]
     tol = tolerance_for(x.dtype)
@@ -298,7 +298,7 @@ PROBES = {"graph_replay": graph_replay, "batch_invariance": batch_invariance}
 
 
 def main(argv=None) -> int:
-    """``python -m equiv.gpu_probes PROBE SPEC [--key=value ...]``: run one probe, print it."""
+    """``python -m equiv.ops.draft_topk.gpu_probes PROBE SPEC [--key=value ...]``: run one probe, print it."""
     import json
 
     from equiv.candidate import load_candidate
@@ -306,7 +306,7 @@ def main(argv=None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] not in PROBES:
-        print(f"usage: python -m equiv.gpu_probes {{{','.join(PROBES)}}} SPEC [--key=value ...]",
+        print(f"usage: python -m equiv.ops.draft_topk.gpu_probes {{{','.join(PROBES)}}} SPEC [--key=value ...]",
               file=sys.stderr)
         return 2
     probe, spec = argv[0], argv[1]

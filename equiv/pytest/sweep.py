@@ -1,7 +1,7 @@
 """pytest plugin for nightly sweeps over every GPU of a host with pytest-xdist.
 
 Registered through the ``pytest11`` entry point ``equiv_sweep``; inert unless the run is an equiv
-run (``equiv.plugin.is_equiv_run``: equiv's suite collected or an ``--equiv-*`` option given), so
+run (``equiv.pytest.plugin.is_equiv_run``: equiv's suite collected or an ``--equiv-*`` option given), so
 a host project's ``-n auto`` and its workers' ``CUDA_VISIBLE_DEVICES`` are left alone. The xdist
 hook is an optional hook: without pytest-xdist installed, pytest runs as if this plugin were not
 there.
@@ -55,7 +55,7 @@ def _gpu_count() -> int:
 
 @pytest.hookimpl(optionalhook=True)              # a hook of pytest-xdist, which may be absent
 def pytest_xdist_auto_num_workers(config):
-    from equiv.plugin import is_equiv_run
+    from equiv.pytest.plugin import is_equiv_run
 
     if not is_equiv_run(config):
         return None                              # xdist's own rule decides
@@ -64,7 +64,7 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_configure(config):
-    from equiv.plugin import is_equiv_run
+    from equiv.pytest.plugin import is_equiv_run
 
     if not is_equiv_run(config):
         return

@@ -27,7 +27,7 @@ already loaded (or ``--hypothesis-profile``) is never replaced. Tests marked ``e
 skipped without a CUDA device. Bad option values stop the run with one line naming the value and
 the fix. torch is imported only when an option needs it.
 
-The plugin is registered by the entry point as ``equiv``; ``-p equiv.plugin`` (what the gate
+The plugin is registered by the entry point as ``equiv``; ``-p equiv.pytest.plugin`` (what the gate
 passes, and what works with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) registers the same module under
 another name, so the first hook that sees the plugin manager blocks the entry point's name.
 """
@@ -55,7 +55,7 @@ _LOAD_KEY = pytest.StashKey()
 
 def pytest_addoption(parser, pluginmanager):
     own_name = pluginmanager.get_name(sys.modules[__name__])
-    if own_name not in (None, "equiv"):          # loaded by -p equiv.plugin: skip the entry point
+    if own_name not in (None, "equiv"):          # loaded by -p equiv.pytest.plugin: skip the entry point
         pluginmanager.set_blocked("equiv")
     group = parser.getgroup("equiv", "equiv: numerical-equivalence property suite")
     group.addoption("--equiv-candidate", default=None, metavar="SPEC",

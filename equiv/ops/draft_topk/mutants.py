@@ -2,7 +2,7 @@
 
 Each mutant is a realistic bug of a hand-written or fused softmax-then-top-k, one bug class per
 mutant, written as plain torch so it runs on any device. Each is a module attribute, so it loads
-as the candidate spec ``equiv.mutants:NAME``; ``MUTANTS`` maps name -> ``Mutant`` (name,
+as the candidate spec ``equiv.ops.draft_topk.mutants:NAME``; ``MUTANTS`` maps name -> ``Mutant`` (name,
 bug_class, description, the k it is judged at). ``LEGAL_VARIANTS`` are implementations that
 differ from the baseline where the contract allows it (exact ties broken toward the last index,
 float64 arithmetic): the suite must pass them, or it is raising false alarms.
@@ -251,7 +251,7 @@ def float64_compute(logits, k):
 
 # -- GPU-only mutants (issue 14): bugs the CPU property suite cannot see -------------------------
 # They answer every single call correctly, so the suite passes them; the GPU probes of
-# equiv/gpu_probes.py (properties/test_gpu.py) kill them. ``GPU_MUTANTS`` keeps them out of the
+# equiv/ops/draft_topk/gpu_probes.py (properties/test_gpu.py) kill them. ``GPU_MUTANTS`` keeps them out of the
 # CPU kill table of tests/test_mutants.py.
 GPU_MUTANTS: dict[str, Mutant] = {}
 _STATIC_OUT: dict = {}

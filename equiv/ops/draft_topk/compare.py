@@ -8,7 +8,7 @@ what was allowed)
    outlives ``timeout``) is a failed contract check carrying the traceback, never a crash. If the
    contract fails, the later stages are reported as not run.
    Stages 2-5 need the float64 reference, so on a large batch they judge the rows that
-   ``equiv.coverage.judged_rows`` picks (``rows=``: all rows up to 2**24 elements, else the
+   ``equiv.ops.draft_topk.coverage.judged_rows`` picks (``rows=``: all rows up to 2**24 elements, else the
    first, the last, the power-of-two edges 31-33 ... 255-257 and 32 rows drawn with the recipe's
    seed); the result lists them (``judged_rows``) and the contract line says how many.
 2. ``index``: each index is in the reference's tie set for its rank (exact ties, near-ties
@@ -35,8 +35,8 @@ import numpy as np
 
 from equiv import reference
 from equiv.checks import NamedChecks
-from equiv.tolerance import Tolerance, dtype_name, tolerance_for
-from equiv.ulp import get_format, ulp_error
+from equiv.ops.draft_topk.tolerance import Tolerance, dtype_name, tolerance_for
+from equiv.ops.draft_topk.ulp import get_format, ulp_error
 
 CHECKS = ("contract", "index", "value", "poisoning", "regression")
 
@@ -314,7 +314,7 @@ def _to_numpy(t):
 
 def _baseline_rel_err(logits, k, ref, tol) -> float:
     """softmax_topk's largest relative error on the rows of ``logits`` (those ``ref`` judged)."""
-    from equiv.paths import get_path
+    from equiv.ops.draft_topk.paths import get_path
 
     p, idx = get_path("softmax_topk")(logits, k)
     p, idx = _to_numpy(p).astype(np.float64), _to_numpy(idx)
@@ -334,7 +334,7 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression)
     The candidate never sees ``logits`` (its input is built from a description), so the
     reference reads them as they are. An exception of the reference is kept in its place and
     raised where the reference is first used (after a failed contract: not at all)."""
-    from equiv.coverage import judged_rows
+    from equiv.ops.draft_topk.coverage import judged_rows
 
     x = np.ascontiguousarray(_to_numpy(logits))   # padded rows: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
@@ -393,12 +393,12 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     ``equiv.Recipe``) describing a tensor is used for the ``REPRO:`` line and the result's ``seed``.
     ``timeout`` (seconds, None or inf for none) bounds the candidate's call: a hang, an exit, a
     signal or a write to the input is a failed contract check.
-    ``rows``: which rows stages 2-5 judge (``equiv.coverage.judged_rows``: None for all rows up
+    ``rows``: which rows stages 2-5 judge (``equiv.ops.draft_topk.coverage.judged_rows``: None for all rows up
     to 2**24 elements and a seeded sample beyond, ``"all"``, a number of random rows, or a list of
     row indices); the sample is drawn with the recipe's seed."""
     from equiv.validation import check_int, check_logits
 
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
     from equiv.run import Raw, runner_for
 
     k = check_int("k", k, min_value=1)

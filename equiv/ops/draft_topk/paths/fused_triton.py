@@ -23,7 +23,7 @@ import os
 import sys
 
 from equiv.errors import MissingDependency, UsageError
-from equiv.paths import Path, register
+from equiv.ops.draft_topk.paths import Path, register
 
 MAX_K = 8
 _KERNELS = "equiv.kernels.fused_softmax_topk"

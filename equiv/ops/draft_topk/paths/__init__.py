@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from equiv.errors import InvalidArgument
-from equiv.paths import torch_paths
+from equiv.ops.draft_topk.paths import torch_paths
 from equiv.validation import check_choice, check_int
 
 
@@ -78,8 +78,8 @@ def _register_optional() -> None:
 
     # fused_triton registers itself; it imports Triton lazily, so its absence is a clear error
     # at call time, not a missing name here.
-    if importlib.util.find_spec("equiv.paths.fused_triton") is not None:
-        importlib.import_module("equiv.paths.fused_triton")
+    if importlib.util.find_spec("equiv.ops.draft_topk.paths.fused_triton") is not None:
+        importlib.import_module("equiv.ops.draft_topk.paths.fused_triton")
 
 
 _register_optional()

@@ -7,7 +7,7 @@ Plan
   one row, the first dtype asked for, seed 0, scale 1, no shift, two ties, no padding), so a
   failure at V = 129280 ends as the smallest recipe that still fails. V comes from the sizes that
   straddle tile edges (``VOCABS``) up to the real vocabulary 129280; B from 1..6 or the
-  power-of-two edges of ``equiv.coverage`` up to 1024 (7-9, 31-33, ..., 255-257, 1024), capped
+  power-of-two edges of ``equiv.ops.draft_topk.coverage`` up to 1024 (7-9, 31-33, ..., 255-257, 1024), capped
   so that B x V stays under ``max_elements`` (large B comes with small V). Shifts reach the
   dtype's range (``HUGE_SHIFTS``: 1e30 and -3e38 in float32 and bfloat16, +-32768 in float16),
   where a reference that folds ``max + log(sum)`` loses the sum. Knobs a family ignores are
@@ -31,8 +31,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from equiv.coverage import EDGE_BATCHES
-from equiv.inputs import DTYPES, FAMILIES
+from equiv.ops.draft_topk.coverage import EDGE_BATCHES
+from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES
 
 VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280)
 # 1..6, then the power-of-two edges up to 1024 (and 17): one ordered list, so that a failing
@@ -71,7 +71,7 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, 
             pad: bool = True, huge_shifts: bool = True):
     """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
     (``huge_shifts=False``: no shift at the dtype's range, for relations that clip to a grid)."""
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     family = draw(st.sampled_from(tuple(families)))
     vocab = draw(vocabs(max_vocab, min_vocab))
@@ -105,7 +105,7 @@ COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian"
 
 def coverage_recipes(dtypes, *, max_vocab: int = 129280, max_batch: int = 1024, min_vocab: int = 1):
     """``COVERAGE_SHAPES`` in every dtype, capped by the subject's budget (list of ``Recipe``)."""
-    from equiv.inputs import Recipe
+    from equiv.ops.draft_topk.recipes import Recipe
 
     out = []
     for family, batch, vocab, pad in COVERAGE_SHAPES:

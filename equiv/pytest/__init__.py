@@ -1,0 +1,1 @@
+"""equiv's pytest plugins (entry points ``pytest11``): inert unless equiv is asked for."""
