@@ -41,6 +41,19 @@ def _gate_checks(stage: str, verdict, duration_s: float) -> list:
             for c in verdict.checks]
 
 
+def _diagnose(target, verdict, budget, seed, device, spec, timeout):
+    """Defects by cause (defects.py); a lossless statistical failure also asks the token law why."""
+    from equiv.ops.verify.defects import diagnose
+    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.plans import plan
+
+    token = None
+    if verdict.law == "lossless" and any(c.check in ("marginal", "joint", "tail") for c in verdict.failed):
+        token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token"), device=device,
+                          spec=spec, seed=seed, timeout=timeout, law="token")
+    return diagnose(verdict, token)
+
+
 def _ran(verdict) -> dict:
     """The statistics stage's ``ran``: what ran, the law, efficiency per recipe, notes."""
     eff = verdict.efficiency
@@ -111,7 +124,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     device = resolve_device(device)
     target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
-    checks, done, calls = [], [], 0
+    checks, done, calls, diagnosis = [], [], 0, None
     if loaded is not None:
         checks.append(GateCheck("load", False, f"the verifier {loaded.problem}"))
         done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
@@ -135,6 +148,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
             verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law), device=device,
                                 spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
             calls += verdict.calls
+            diagnosis = _diagnose(target, verdict, budget, seed, device, spec, timeout) if not verdict.passed else None
             got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
             st = _stage("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
         checks += got
@@ -145,7 +159,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
-                      op="verify")
+                      op="verify", diagnosis=diagnosis)
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",

@@ -69,6 +69,7 @@ _SHARE = {"token": {"acceptance": 0.4, "pit": 0.2, "rank": 0.2, "tail": 0.2},
 FAMILY_ALPHA = 1e-4
 ACCEPT_FLOOR = 0.01
 TVD_FLOOR = 0.01
+EFFICIENCY_FLOOR, EFFICIENCY_Z = 0.02, 4.0     # a note (not a failure) below the token optimum
 PIT_BINS = 20
 RANK_EDGES = (0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256, 1024, 8192)   # cells [e_k, e_k+1) of ranks
 _PIT_SALT = 4093
@@ -649,5 +650,10 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: s
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     notes = tuple(found.notes.values()) if not any(not c.passed for c in out) else ()
+    notes += tuple(f"accepts fewer drafts than the token-level optimum on {e['recipe']}: accept length "
+                   f"{e['accept_length']:.3f} vs {e['token_optimum']:.3f} ({e['ratio']:.3f}x, z = "
+                   f"{(e['accept_length'] - e['token_optimum']) / e['stderr']:.1f}): slower, not lossy"
+                   for e in stats["efficiency"] if e["ratio"] < 1 - EFFICIENCY_FLOOR and e["stderr"] > 0
+                   and (e["accept_length"] - e["token_optimum"]) / e["stderr"] < -EFFICIENCY_Z)
     return Verdict(spec, device, seed, tuple(out), len(cases), calls, rows, law, notes,
                    tuple(stats["efficiency"]))
