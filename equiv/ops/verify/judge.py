@@ -510,8 +510,8 @@ def _binned_checks(found, stats, name, repro, share) -> VerifyCheck | None:
                len(fit.tests), share["pit"]) for t in fit.tests if t.failed]
     failed += [(t["group"], t["n"], f"chi-square {t['chi2']:.1f} over {t['df'] + 1} rank cells",
                 t["p_value"], t["tvd"], len(ranks), share["rank"]) for t in ranks if t["failed"]]
-    if failed:
-        group, n, what, p, tvd, m, part = failed[0]
+    if failed:                                   # a group names the cause; the pooled test does not
+        group, n, what, p, tvd, m, part = min(failed, key=lambda f: f[0] == "pooled")
         found.fail(name, _case_of(stats, group), (None, None,
                    f"{group} tokens ({n}): {what}, p = {p:.3g} (alpha {FAMILY_ALPHA * part:g} over "
                    f"{m} tests), binned TVD {tvd:.4f} > floor {TVD_FLOOR}"),
@@ -531,11 +531,11 @@ def _group_cause(group: str) -> str:
         return "bonus law"
     if slot.startswith("position"):
         return f"emitted law at {slot.replace('position', 'position ')}"
-    return "emitted law" if slot == "pooled" else slot
+    return "drawn token law" if slot == "pooled" else slot
 
 
 def _pooled_check(found, stats, name, tests, what, repro, cause) -> VerifyCheck | None:
-    failed = [t for t in tests if t["failed"]]
+    failed = sorted((t for t in tests if t["failed"]), key=lambda t: t["group"] == "pooled")
     if not tests:
         return VerifyCheck(name, False, f"nothing checked: no {what}")
     if failed:
