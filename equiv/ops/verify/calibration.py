@@ -1,7 +1,9 @@
 """How often the verify judge fails a correct sampler, and how often it catches a biased one.
 
-Plan. A *run* is the statistical stage of the gate (``plans.statistical_cases(budget)``) judged
-once, with its own generator seeds: run ``r`` calls each case with seeds ``seed + r * 10**6 + c``
+Plan. A *run* is the statistical stage of the gate (``plans.statistical_cases(budget, law=law)``)
+judged once under ``law`` (``lossless`` by default; its cases draw every row's drafts from the
+draft law once per recipe, so runs share drafts and differ in generator seeds), with its own
+generator seeds: run ``r`` calls each case with seeds ``seed + r * 10**6 + c``
 (the recipes stay the same: the exact laws are computed once). For speed every case is built
 once per chunk of runs and called for all their seeds in one probe (``calls.draw``); each run's
 outputs are then judged alone (``judge.judge_draws``), in a pool of processes.
@@ -102,13 +104,13 @@ def reached_tv(cases, drawn, shape: str, tv: float) -> float:
 def _judge_run(args):
     from equiv.ops.verify.judge import judge_draws
 
-    cases, drawn, seed = args
-    v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed)
+    cases, drawn, seed, law = args
+    v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed, law=law)
     return [c.check for c in v.failed]
 
 
 def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: int = 50,
-                    workers: int = 1) -> list:
+                    workers: int = 1, law: str = "lossless") -> list:
     """The failed checks of each of ``runs`` runs of ``fn`` on ``cases`` (module docstring)."""
     from multiprocessing import get_context
 
@@ -128,7 +130,7 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
                     outs = got["outputs"][i * k:(i + 1) * k]
                     problem = got["problem"] if len(outs) < k else None
                     per_run[i].append(Draws(str(case.recipe), tuple(seeds[i * k:(i + 1) * k]), outs, problem))
-            jobs = [(cases, per_run[i], seed + r) for i, r in enumerate(span)]
+            jobs = [(cases, per_run[i], seed + r, law) for i, r in enumerate(span)]
             failures += pool.map(_judge_run, jobs) if pool else [_judge_run(j) for j in jobs]
     finally:
         if pool:

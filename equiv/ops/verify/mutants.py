@@ -9,7 +9,7 @@ does); the judge must pass them. The built-in ``block_verification`` (paths.py) 
 breaks the token law; its lossy relatives below (``block_*``) fail the losslessness judge, while
 the token law fails all of them alike. ``caught_by`` names the check of the default (lossless)
 law; ``caught_by_token`` that of ``--law token`` where it differs. ``caught_by=None``: the
-losslessness judge passes it with a note, rightly or nearly so -- ``ignores_draft_probs``
+losslessness judge passes it, rightly or nearly so -- ``ignores_draft_probs``
 treats each draft as one-hot, which is lossless (only slower), and ``ratio_in_float16`` loses
 only drafts with ``q < 2**-25``, at most ``V * 2**-25`` (0.4 % at V = 129280) of the draft mass,
 which no draw budget of the gate sees; the token law catches both.
@@ -233,7 +233,7 @@ def block_keep_by_weight(d, q, p, g):
 
 @mutant("block verification with the token residual", "block verification that draws the corrected "
         "token from max(0, p - q), the token-level residual, instead of max(0, w p - q): it can draw the "
-        "draft itself, which the output cannot say", "contract", "support")
+        "draft itself, which the output cannot say", "contract", "acceptance")
 def block_residual_unweighted(d, q, p, g):
     u = torch.rand((d.shape[0], d.shape[1] + 1), generator=g, device=p.device, dtype=torch.float64)
     w = block_weights(d, q, p)
