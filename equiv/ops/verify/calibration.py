@@ -164,6 +164,7 @@ def main(argv=None) -> int:
     ap.add_argument("--vocabs", default="129280,32000", help="power at each V (tv 0.02 only for all but the first)")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--law", default="lossless", help="lossless (default) or token (the docs' earlier rows)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     for flag, value, least in (("--runs", args.runs, 0), ("--power-runs", args.power_runs, 0),
@@ -175,17 +176,17 @@ def main(argv=None) -> int:
 
     def timed(label, fn, cases, runs, extra=None):
         t0 = time.perf_counter()
-        fails = run_calibration(fn, cases, runs, device=device, seed=args.seed, workers=args.workers)
+        fails = run_calibration(fn, cases, runs, device=device, seed=args.seed, workers=args.workers, law=args.law)
         row = _row(label, fails, runs, {"seconds": round(time.perf_counter() - t0, 1), **(extra or {})})
         rows.append(row)
         print(json.dumps(row), flush=True)
 
     for budget in filter(None, args.null_budgets.split(",") if args.runs else ()):
         timed({"verifier": "torch_sampler", "budget": budget, "shape": "-", "tv": 0.0, "vocab": "plan"},
-              torch_sampler, statistical_cases(budget), args.runs)
+              torch_sampler, statistical_cases(budget, law=args.law), args.runs)
     vocabs = [int(v) for v in args.vocabs.split(",") if v] if args.power_runs else []
     for i, vocab in enumerate(vocabs):
-        cases = [replace(c, recipe=c.recipe.with_(vocab=vocab)) for c in statistical_cases(args.power_budget)]
+        cases = [replace(c, recipe=c.recipe.with_(vocab=vocab)) for c in statistical_cases(args.power_budget, law=args.law)]
         for tv in [float(t) for t in args.tv.split(",")] if i == 0 else [0.02]:
             for shape in args.shapes.split(","):
                 fn = biased_sampler(shape, tv)
