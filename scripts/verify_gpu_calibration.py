@@ -10,7 +10,7 @@ Plan (each part writes its rows as soon as it ends, and no part starts after ``-
 3. ``power``: ``--power-runs`` runs of ``biased_sampler(shape, tv)`` (the drawn token ``tv``
    from its exact law in total variation; shapes sharper, flatter, swap_top2) for tv 0.01 and
    0.02 on the power plan: the quick plan's realistic case at V = 129280 with ``--rows`` rows
-   (each row one draw of every position). The rows a run needs for a power of 0.95 at tv 0.01
+   (each row one draw of every position; default 1536 and 6144). The rows a run needs for a power of 0.95 at tv 0.01
    is read off the ``--rows`` list (several values: one power row per value).
 
 Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="CPU scale: tests the script")
     ap.add_argument("--runs", type=int, default=None, help="null runs (default 1000; 20 with --small)")
     ap.add_argument("--power-runs", type=int, default=None, help="runs per power row (default 20; 3 with --small)")
-    ap.add_argument("--rows", default=None, help="rows of the power plan, comma-separated (default 384,1536)")
+    ap.add_argument("--rows", default=None, help="rows of the power plan, comma-separated (default 1536,6144)")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--deadline-s", type=float, default=420.0)
     args = ap.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     runs = args.runs if args.runs is not None else (20 if args.small else 1000)
     power_runs = args.power_runs if args.power_runs is not None else (3 if args.small else 20)
-    rows_list = [int(r) for r in (args.rows or ("256" if args.small else "384,1536")).split(",")]
+    rows_list = [int(r) for r in (args.rows or ("256" if args.small else "1536,6144")).split(",")]
     vocab = 4097 if args.small else 129280
     os.makedirs(args.out, exist_ok=True)
     out_rows = []

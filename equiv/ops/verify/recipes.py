@@ -211,7 +211,7 @@ def _one_problem(r: VerifyRecipe, i: int):
     return p, (None if r.draft == "onehot" else q), d, q
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)            # a plan has 25 recipes: 8 would thrash
 def _problems(r: VerifyRecipe) -> Problems:
     made = [_one_problem(r, i) for i in range(r.batch)]
     draft = None if made[0][1] is None else np.stack([m[1] for m in made])
@@ -219,7 +219,7 @@ def _problems(r: VerifyRecipe) -> Problems:
                     np.stack([m[3] for m in made]))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)
 def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     """Drafts drawn per row from the problem's proposal (inverse CDF, float64)."""
     pr = r.make_problems()
