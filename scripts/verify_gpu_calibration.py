@@ -10,8 +10,8 @@ Plan (each part writes its rows as soon as it ends, and no part starts after ``-
 3. ``power``: ``--power-runs`` runs of ``biased_sampler(shape, tv)`` (the drawn token ``tv``
    from its exact law in total variation; shapes sharper, flatter, swap_top2) for tv 0.01 and
    0.02 on the power plan: the quick plan's realistic case at V = 129280 with ``--rows`` rows
-   (each row one draw of every position; default 1536 and 6144). The rows a run needs for a power of 0.95 at tv 0.01
-   is read off the ``--rows`` list (several values: one power row per value).
+   (each row one draw of every position; default 1536 and 6144). The rows a run needs for a
+   power of 0.95 at tv 0.01 is read off the ``--rows`` list (one power row per value).
 
 Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
 docs/verify.md quotes) and ``DIR/gate_times.json``. ``--small`` runs the same parts at CPU scale

@@ -69,7 +69,9 @@ def defects_of(verdict) -> tuple:
     """One defect per cause among the failed checks of ``verdict``."""
     by_kind: dict = {}
     for c in verdict.failed:
-        ev = dict(c.evidence or {})
+        if c.evidence is None:                   # "nothing checked" (an earlier failure hid it): no cause
+            continue
+        ev = dict(c.evidence)
         kind = ev.pop("cause", None) or c.check
         if kind not in by_kind:
             by_kind[kind] = VerifyDefect(kind, c.check, verdict.law, c.recipe, c.detail, c.repro,
