@@ -147,7 +147,7 @@ class CheckRun:
 
 
 def check(candidate, recipe=None, *, op: str = "draft_topk", k: int = 1, device: str = "auto",
-          timeout=None, calls: int = 1, seed: int = 0) -> CheckRun:
+          timeout=None, calls: int = 1, seed: int = 0, law: str = "lossless") -> CheckRun:
     """Judge ``candidate`` on one input recipe (what a ``REPRO:`` line runs): for the draft top-k
     the comparison with the reference and the defects behind a failure; for ``op="verify"`` the
     verifier's exact checks (and the statistical ones when the ``calls`` draw enough tokens).
@@ -166,7 +166,7 @@ def check(candidate, recipe=None, *, op: str = "draft_topk", k: int = 1, device:
         from equiv.ops.verify.gate import run_verify_check
 
         return CheckRun(run_verify_check(spec, recipe or VERIFY_RECIPE, calls=calls, seed=seed,
-                                         device=device, timeout=timeout))
+                                         device=device, timeout=timeout, law=law))
     from equiv.diagnose.attach import for_comparison
     from equiv.ops.draft_topk.compare import compare
 

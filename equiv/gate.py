@@ -339,7 +339,7 @@ def _not_run(name: str, why: str) -> Stage:
 
 def run_gate(candidate, *, op: str = "draft_topk", k=1, device: str = "auto", dtypes=None,
              budget: str = "quick", seed: int = 0, vocab: int = DEFAULT_VOCAB, timeout=DEFAULT_TIMEOUT_S,
-             stages=None, progress=None) -> GateResult:
+             stages=None, progress=None, law: str = "lossless") -> GateResult:
     """The verdict on ``candidate`` (a spec string, a ``CandidateSpec`` or a callable) for the
     operation ``op`` (module docstring); ``progress(done, total, label)`` is told each stage as
     it starts. Every argument is checked once, into ``RunOptions``, before any work."""
@@ -349,7 +349,7 @@ def run_gate(candidate, *, op: str = "draft_topk", k=1, device: str = "auto", dt
     budget = check_choice("budget", budget, BUDGETS)
     options = RunOptions.make(candidate, op=op, k=k, device=device,
                               dtypes=dtypes or BUDGETS[budget]["dtypes"], budget=budget, seed=seed,
-                              timeout=timeout)
+                              timeout=timeout, law=law)
     the_op = get_op(options.op)
     stages = tuple(check_choices("stages", stages, the_op.stages)) if stages else the_op.stages
     return the_op.gate(options, stages=stages, vocab=vocab, progress=progress)

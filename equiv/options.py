@@ -19,10 +19,11 @@ from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout, timeout_text
 DTYPES = ("float32", "bfloat16", "float16")
 BUDGETS = ("quick", "full")
 DEVICES = ("auto", "cpu", "cuda")
+LAWS = ("lossless", "token")            # what a verifier is judged by (equiv.ops.verify.judge)
 MAX_K = 64
 DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
 DEFAULTS = {"op": "draft_topk", "k": "1", "device": "auto", "budget_gate": "quick",
-            "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
+            "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S, "law": "lossless"}
 
 
 def parse_ks(text, name: str = "k") -> tuple:
@@ -56,10 +57,11 @@ class RunOptions:
     budget: str = DEFAULTS["budget_suite"]
     seed: int = DEFAULTS["seed"]
     timeout: float | None = DEFAULTS["timeout"]
+    law: str = DEFAULTS["law"]          # the verifier's law (``--op verify`` only)
 
     @classmethod
     def make(cls, candidate=None, *, op=None, k=None, device=None, dtypes=None, budget=None,
-             seed=None, timeout=DEFAULT_TIMEOUT_S, names=None) -> "RunOptions":
+             seed=None, timeout=DEFAULT_TIMEOUT_S, law=None, names=None) -> "RunOptions":
         """Validated options; ``names`` maps a field to the name its errors use (``--equiv-k``)."""
         from equiv.ops import get_op
         from equiv.validation import check_choice, check_choices, check_int
@@ -75,7 +77,8 @@ class RunOptions:
                    dtypes=tuple(check_choices(names.get("dtype", "dtype"), dtypes, DTYPES)) if dtypes else DTYPES,
                    budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
                    seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
-                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")))
+                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")),
+                   law=check_choice(names.get("law", "law"), law or DEFAULTS["law"], LAWS))
 
     def with_(self, **changes) -> "RunOptions":
         return replace(self, **changes)
@@ -97,7 +100,8 @@ class RunOptions:
                  ("k", ",".join(map(str, self.ks)), DEFAULTS["k"]),
                  ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
                  ("budget", self.budget, DEFAULTS["budget_suite"]),
-                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"]))]
+                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"])),
+                 ("law", self.law, DEFAULTS["law"])]
         args += [f"--equiv-{name}={value}" for name, value, default in pairs if every or value != default]
         return args
 
@@ -110,6 +114,6 @@ class RunOptions:
         opts = cls.make(get("equiv_candidate", None), op=get("equiv_op", None), k=get("equiv_k", None),
                         device=get("equiv_device", None), dtypes=get("equiv_dtype", None),
                         budget=get("equiv_budget", None),
-                        timeout=get("equiv_timeout", None) or DEFAULTS["timeout"],
-                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout")})
+                        timeout=get("equiv_timeout", None) or DEFAULTS["timeout"], law=get("equiv_law", None),
+                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout", "law")})
         return opts.with_(device=resolve_device(opts.device))

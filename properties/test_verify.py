@@ -4,12 +4,13 @@ Test plan
 ---------
 The subject is ``--equiv-candidate SPEC`` (a verifier ``fn(draft_token_ids, draft_probs,
 target_probs, generator)``) or every built-in verifier. Each test goes through the judge of
-``equiv.ops.verify.judge`` (the one the gate runs):
+``equiv.ops.verify.judge`` (the one the gate runs), under the law of ``--equiv-law``
+(``lossless``, the default, or ``token``; the verify gate passes its own to this suite's subprocess):
 
 - ``verify_drawn_recipes``: Hypothesis draws recipes (every family, V from 1 to 129280, n from 1
   to 8, padded rows, one-hot drafts); one call plus the replay of its seed must pass the exact
   checks -- contract (types, -1 layout, inputs unchanged, same seed -> same output), support
-  (nothing of probability zero) and greedy (one-hot targets). A failure shrinks to the smallest
+  (nothing of probability zero under the law) and greedy (one-hot targets). A failure shrinks to the smallest
   recipe and prints the ``equiv check --op verify`` REPRO.
 - ``verify_contract_plan``: the same checks on the gate's fixed plan (every family x draft kind).
 - ``verify_statistics``: the gate's statistical plan of ``--equiv-budget`` (acceptance binomial
@@ -46,12 +47,11 @@ def device(request):
 
 def _judge(verifier, cases, device, request, checks):
     from equiv.ops.verify.judge import run_judge
+    from equiv.pytest.plugin import run_options
 
-    from equiv.run.timeouts import parse_timeout
-
-    timeout = parse_timeout(option(request.config, "equiv_timeout"))
-    verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=timeout)
-    failed = [c for c in verdict.checks if c.check in checks and not c.passed]
+    opts = run_options(request.config)
+    verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=opts.timeout, law=opts.law)
+    failed = [c for c in verdict.checks if (checks is None or c.check in checks) and not c.passed]
     if failed:
         c = failed[0]
         request.node.user_properties += [("equiv_message", f"{c.check}: {c.detail}"),
@@ -98,8 +98,9 @@ def test_verify_contract_plan(verifier, device, request):
 
 def test_verify_statistics(verifier, device, request):
     from equiv.ops.verify.plans import statistical_cases
+    from equiv.pytest.plugin import run_options
 
     request.node.user_properties.append(("equiv_property", "verify_statistics"))
     budget = option(request.config, "equiv_budget")
-    _judge(verifier, statistical_cases(budget), device, request,
-           EXACT + ("acceptance", "distribution"))
+    law = run_options(request.config).law
+    _judge(verifier, statistical_cases(budget, law=law), device, request, None)

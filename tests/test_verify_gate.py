@@ -1,7 +1,7 @@
 """``equiv gate --op verify`` and ``equiv check --op verify``: verdicts, outputs and exit codes.
 
-Test plan (as CI runs it: subprocesses): the whole quick gate passes ``torch_sampler`` and writes
-its JSON and JUnit files; a mutant fails with exit 1 and a REPRO that ``equiv check --op verify``
+Test plan (as CI runs it: subprocesses): the whole quick gate passes ``torch_sampler`` under the
+default lossless law and writes its JSON (with the law and the efficiency rows) and JUnit files; a mutant fails with exit 1 and a REPRO that ``equiv check --op verify``
 replays to the same failure; an unloadable verifier, a draft-style candidate and a stage of the
 other operation are usage errors (exit 2, one line); the default op stays the draft top-k.
 """
@@ -31,8 +31,10 @@ def test_the_quick_gate_passes_the_torch_sampler_with_json_and_junit(tmp_path):
     assert "(op verify, cpu, budget quick, seed 0): PASS" in res.stdout
     data = json.loads(js.read_text())
     assert data["op"] == "verify" and data["passed"] is True
-    assert {c["name"] for c in data["checks"]} >= {"statistics:acceptance", "statistics:distribution",
+    assert {c["name"] for c in data["checks"]} >= {"statistics:marginal", "statistics:joint", "statistics:tail",
                                                    "property:verify_contract_plan"}
+    ran = data["stages"]["statistics"]["ran"]
+    assert ran["law"] == "lossless" and ran["efficiency"] and "token-level optimum" in res.stdout
     assert ET.parse(xml).getroot().get("failures") == "0"
     assert took < 120, f"the quick verify gate took {took:.0f} s"
 
@@ -41,10 +43,10 @@ def test_a_mutant_fails_and_its_repro_replays_the_failure():
     res = cli("gate", "--op", "verify", "--candidate", "equiv.ops.verify.mutants:reused_uniform",
               "--device", "cpu", "--stages", "statistics")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "statistics:distribution" in res.stdout
+    assert "statistics:marginal" in res.stdout and "defects (" in res.stdout
     repro = re.search(r"REPRO: (equiv gate --op verify .*)", res.stdout).group(1)
     again = cli(*repro.split()[1:])                     # statistics pool every case: the stage replays
-    assert again.returncode == 1 and "statistics:distribution" in again.stdout
+    assert again.returncode == 1 and "statistics:marginal" in again.stdout
 
 
 def test_an_exact_failure_replays_with_equiv_check():

@@ -98,7 +98,7 @@ def test_drawn_tokens_fit_their_law_for_a_correct_sampler_and_not_for_a_biased_o
     outs = _outputs(r, calls=1)
 
     def fits(outputs):
-        u, groups, cells, expected = judge.pit_values(r, outputs, np.random.default_rng(0))
+        u, groups, cells, expected, _ = judge.pit_values(r, outputs, np.random.default_rng(0))
         ranks = judge.rank_fit(cells, expected, groups, alpha=1e-4)
         return sampling_fit(u, groups, alpha=1e-4).passed, not any(t["failed"] for t in ranks)
 
@@ -141,7 +141,9 @@ def test_misbehaving_verifiers_fail_the_contract_with_the_reason(fn, message):
 
 def test_a_correct_verifier_in_the_worker_passes():
     spec = f"{VERIFIERS}:correct"
-    assert run_judge(spec, [Case(RECIPE, 2, 0, statistical=True)], device="cpu", spec=spec).passed
+    assert run_judge(spec, [Case(RECIPE, 2, 0, statistical=True)], device="cpu", spec=spec, law="token").passed
+    sampled = RECIPE.with_(batch=256, drafts="sampled")             # losslessness: drafts drawn from q
+    assert run_judge(spec, [Case(sampled, 1, 0, statistical=True)], device="cpu", spec=spec).passed
 
 
 def test_a_verifier_with_the_wrong_signature_is_a_usage_error():
@@ -158,8 +160,9 @@ def raises(d, q, p, g):
 
 def test_nothing_checked_is_a_failure():
     recipe = RECIPE.with_(batch=8)
-    v = run_judge(raises, [Case(recipe, 1, 0, statistical=True)], device="cpu", spec="x")
-    by = {c.check: c for c in v.checks}
-    assert not v.passed
-    assert "nothing checked" in by["support"].detail
-    assert "nothing checked" in by["acceptance"].detail and "nothing checked" in by["distribution"].detail
+    for law, stats in (("token", ("acceptance", "distribution", "tail")), ("lossless", ("marginal", "joint", "tail"))):
+        v = run_judge(raises, [Case(recipe, 1, 0, statistical=True)], device="cpu", spec="x", law=law)
+        by = {c.check: c for c in v.checks}
+        assert not v.passed
+        assert "nothing checked" in by["support"].detail
+        assert all("nothing checked" in by[c].detail for c in stats), v.summary()

@@ -7,7 +7,7 @@ one gets the library's one-line message with a "did you mean".
 from __future__ import annotations
 
 from equiv.ops import OP_NAMES
-from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
+from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES, LAWS  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
 from equiv.run.timeouts import timeout_text
 
 
@@ -33,6 +33,12 @@ def add_op(p, what: str = "the operation") -> None:
 def add_timeout(p, what: str = "per-call time-out in seconds") -> None:
     default = timeout_text(DEFAULTS["timeout"])
     p.add_argument("--timeout", default=default, metavar="SEC", help=f"{what} (default {default}; inf: none)")
+
+
+def add_law(p) -> None:
+    p.add_argument("--law", default=DEFAULTS["law"], metavar="|".join(LAWS),
+                   help="with --op verify: the law judged, lossless (default: the emitted text has the target "
+                        "model's law) or token (the token-level rejection sampler's per-draft law)")
 
 
 def add_vocab(p, what: str = "vocabulary size V") -> None:

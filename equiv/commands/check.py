@@ -1,7 +1,7 @@
 """``equiv check``: compare one candidate to the reference on one recipe (what REPRO lines run)."""
 from __future__ import annotations
 
-from equiv.commands import add_device, add_json, add_op, add_seed, add_timeout, check_outputs, write_json
+from equiv.commands import add_device, add_json, add_law, add_op, add_seed, add_timeout, check_outputs, write_json
 
 from equiv.api import DRAFT_RECIPE, VERIFY_RECIPE
 
@@ -16,6 +16,7 @@ def add_parser(sub):
                         f"{VERIFY_RECIPE} with --op verify)")
     p.add_argument("--calls", type=int, default=1, help="verify: seeded calls on the recipe (default 1)")
     add_seed(p, "verify: generator seed of the first call")
+    add_law(p)
     p.add_argument("--k", type=int, default=1, help="top-k (default 1)")
     add_device(p)
     add_timeout(p)
@@ -28,7 +29,7 @@ def run(args) -> int:
 
     check_outputs(json=args.json_out)
     result = check(args.candidate, args.recipe, op=args.op, k=args.k, device=args.device,
-                   timeout=args.timeout, calls=args.calls, seed=args.seed)
+                   timeout=args.timeout, calls=args.calls, seed=args.seed, law=args.law)
     write_json(args, result.to_json())
     args.console.out(result.summary())
     return 0 if result.passed else 1

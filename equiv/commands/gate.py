@@ -1,7 +1,7 @@
 """``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
 from __future__ import annotations
 
-from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_op, add_seed, add_timeout,
+from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_law, add_op, add_seed, add_timeout,
                              add_vocab, check_outputs, listed, one_of, write_json)
 
 STAGES = ("properties", "tolerance", "mtp")
@@ -27,6 +27,7 @@ def add_parser(sub):
     p.add_argument("--stages", default=None, metavar="STAGES",
                    help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
                         f"properties, statistics (default: all)")
+    add_law(p)
     add_json(p, "the verdict")
     p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(run=run)
@@ -40,7 +41,7 @@ def run(args) -> int:
     with args.console.progress("equiv gate", unit="check") as bar:
         result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
                           budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                          stages=args.stages, progress=bar, op=args.op)
+                          stages=args.stages, progress=bar, op=args.op, law=args.law)
     args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
     write_json(args, result.to_json())
     if args.junit_file:

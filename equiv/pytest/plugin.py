@@ -40,7 +40,7 @@ import sys
 import pytest
 
 from equiv.ops import OP_NAMES as OPS
-from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES
+from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, LAWS
 
 REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
@@ -48,7 +48,7 @@ GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
 DEFAULTS = {"equiv_candidate": None, "equiv_device": _D["device"], "equiv_dtype": None, "equiv_k": _D["k"],
             "equiv_budget": _D["budget_suite"], "equiv_report_json": None, "equiv_timeout": None,
-            "equiv_require": None, "equiv_op": _D["op"]}
+            "equiv_require": None, "equiv_op": _D["op"], "equiv_law": _D["law"]}
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 _LOAD_KEY = pytest.StashKey()
@@ -77,6 +77,9 @@ def pytest_addoption(parser, pluginmanager):
     group.addoption("--equiv-op", default=None, choices=OPS,
                     help="the operation judged: draft_topk (default) or verify, a rejection sampler "
                          "fn(draft_token_ids, draft_probs, target_probs, generator)")
+    group.addoption("--equiv-law", default=None, choices=LAWS,
+                    help="verify: the law judged, lossless (default: the emitted text has the target's "
+                         "law) or token (one algorithm's per-draft law)")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 

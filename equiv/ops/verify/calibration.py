@@ -1,7 +1,9 @@
 """How often the verify judge fails a correct sampler, and how often it catches a biased one.
 
-Plan. A *run* is the statistical stage of the gate (``plans.statistical_cases(budget)``) judged
-once, with its own generator seeds: run ``r`` calls each case with seeds ``seed + r * 10**6 + c``
+Plan. A *run* is the statistical stage of the gate (``plans.statistical_cases(budget, law=law)``)
+judged once under ``law`` (``lossless`` by default; its cases draw every row's drafts from the
+draft law once per recipe, so runs share drafts and differ in generator seeds), with its own
+generator seeds: run ``r`` calls each case with seeds ``seed + r * 10**6 + c``
 (the recipes stay the same: the exact laws are computed once). For speed every case is built
 once per chunk of runs and called for all their seeds in one probe (``calls.draw``); each run's
 outputs are then judged alone (``judge.judge_draws``), in a pool of processes.
@@ -83,7 +85,7 @@ def biased_sampler(shape: str, tv: float):
 
 def reached_tv(cases, drawn, shape: str, tv: float) -> float:
     """Mean TV between the biased and the exact law over the tokens the runs drew."""
-    from equiv.ops.verify.judge import _law, _stops
+    from equiv.ops.verify.laws import _law, _stops
 
     total = weight = 0.0
     for case, dr in zip(cases, drawn):
@@ -102,13 +104,13 @@ def reached_tv(cases, drawn, shape: str, tv: float) -> float:
 def _judge_run(args):
     from equiv.ops.verify.judge import judge_draws
 
-    cases, drawn, seed = args
-    v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed)
+    cases, drawn, seed, law = args
+    v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed, law=law)
     return [c.check for c in v.failed]
 
 
 def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: int = 50,
-                    workers: int = 1) -> list:
+                    workers: int = 1, law: str = "lossless") -> list:
     """The failed checks of each of ``runs`` runs of ``fn`` on ``cases`` (module docstring)."""
     from multiprocessing import get_context
 
@@ -128,7 +130,7 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
                     outs = got["outputs"][i * k:(i + 1) * k]
                     problem = got["problem"] if len(outs) < k else None
                     per_run[i].append(Draws(str(case.recipe), tuple(seeds[i * k:(i + 1) * k]), outs, problem))
-            jobs = [(cases, per_run[i], seed + r) for i, r in enumerate(span)]
+            jobs = [(cases, per_run[i], seed + r, law) for i, r in enumerate(span)]
             failures += pool.map(_judge_run, jobs) if pool else [_judge_run(j) for j in jobs]
     finally:
         if pool:
@@ -162,6 +164,7 @@ def main(argv=None) -> int:
     ap.add_argument("--vocabs", default="129280,32000", help="power at each V (tv 0.02 only for all but the first)")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--law", default="lossless", help="lossless (default) or token (the docs' earlier rows)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     for flag, value, least in (("--runs", args.runs, 0), ("--power-runs", args.power_runs, 0),
@@ -173,17 +176,17 @@ def main(argv=None) -> int:
 
     def timed(label, fn, cases, runs, extra=None):
         t0 = time.perf_counter()
-        fails = run_calibration(fn, cases, runs, device=device, seed=args.seed, workers=args.workers)
+        fails = run_calibration(fn, cases, runs, device=device, seed=args.seed, workers=args.workers, law=args.law)
         row = _row(label, fails, runs, {"seconds": round(time.perf_counter() - t0, 1), **(extra or {})})
         rows.append(row)
         print(json.dumps(row), flush=True)
 
     for budget in filter(None, args.null_budgets.split(",") if args.runs else ()):
         timed({"verifier": "torch_sampler", "budget": budget, "shape": "-", "tv": 0.0, "vocab": "plan"},
-              torch_sampler, statistical_cases(budget), args.runs)
+              torch_sampler, statistical_cases(budget, law=args.law), args.runs)
     vocabs = [int(v) for v in args.vocabs.split(",") if v] if args.power_runs else []
     for i, vocab in enumerate(vocabs):
-        cases = [replace(c, recipe=c.recipe.with_(vocab=vocab)) for c in statistical_cases(args.power_budget)]
+        cases = [replace(c, recipe=c.recipe.with_(vocab=vocab)) for c in statistical_cases(args.power_budget, law=args.law)]
         for tv in [float(t) for t in args.tv.split(",")] if i == 0 else [0.02]:
             for shape in args.shapes.split(","):
                 fn = biased_sampler(shape, tv)

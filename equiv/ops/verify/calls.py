@@ -8,7 +8,9 @@ in-process for ours). It builds the recipe's inputs once on ``device``, each ins
 ``torch.Generator`` on that device. After every call it checks what the contract fixes without
 statistics -- a ``torch.Tensor``, int64, ``[B, n+1]``, on the inputs' device -- and the guard
 bands, after the device synchronized. It returns plain values (they cross the process boundary):
-``{"outputs": [calls, B, n+1] int64, "problem": one line or None}``. A repeated seed is how the
+``{"outputs": [calls, B, n+1] int64, "problem": one line or None, "cause": its kind}`` --
+``cause`` is data the diagnosis reads: ``"raise"``, ``"output type"`` or ``"input write"``
+(the runner's own failures -- hang, exit, signal -- are ``"crash or hang"``). A repeated seed is how the
 judge asks whether the same generator seed gives the same output.
 
 ``run_draws`` asks the candidate's runner for that probe, under a time-out of ``timeout`` per
@@ -35,6 +37,7 @@ class Draws:
     seeds: tuple
     outputs: np.ndarray
     problem: str | None = None
+    cause: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,7 +71,7 @@ def draw(fn, device, payload) -> dict:
     args = [None if g is None else g.tensor for g in guards]
     dev = args[2].device
     want = (recipe.batch, recipe.n + 1)
-    outs, problem = [], None
+    outs, problem, cause = [], None, None
     for seed in payload["seeds"]:
         gen = torch.Generator(device=dev).manual_seed(int(seed))
         try:
@@ -77,15 +80,17 @@ def draw(fn, device, payload) -> dict:
                 torch.cuda.synchronize(dev)
         except Exception as exc:                    # the candidate's own failure is a verdict
             text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            problem = f"raised {type(exc).__name__}" + (f": {text}" if text else "")
+            problem, cause = f"raised {type(exc).__name__}" + (f": {text}" if text else ""), "raise"
             break
-        problem = _shape_problem(out, want, dev) or next(
-            (p for p in (g.problem("during the call") for g in guards if g is not None) if p), None)
+        problem, cause = _shape_problem(out, want, dev), "output type"
+        if not problem:
+            problem, cause = next((p for p in (g.problem("during the call") for g in guards if g is not None)
+                                   if p), None), "input write"
         if problem:
             break
         outs.append(out.cpu().numpy())
     stacked = np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)
-    return {"outputs": stacked, "problem": problem}
+    return {"outputs": stacked, "problem": problem, "cause": cause if problem else None}
 
 
 def runner_target(candidate):
@@ -113,8 +118,9 @@ def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -
     got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
     if not got.ok:
         empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
-        return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}")
-    return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"])
+        return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}", "crash or hang")
+    return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"],
+                 got.value.get("cause"))
 
 
 @dataclass(frozen=True)

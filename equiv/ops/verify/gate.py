@@ -7,10 +7,14 @@ Plan
    a subprocess (``--equiv-op verify``), as the draft gate runs its suite: Hypothesis-drawn
    recipes (shrunk on failure) and the fixed contract plan (``plans.contract_cases``: every
    family x draft kind, n from 1 to 8, V from 1 to 129280, padded rows). One gate check per test.
-3. ``statistics``: the statistical plan of the budget through the judge, in this process: the
-   exact checks (contract, support, greedy) again on its large batches, then acceptance
-   (binomial) and distribution (chi-square) at the family-wise alpha of ``judge.FAMILY_ALPHA``;
-   one gate check per judge check.
+3. ``statistics``: the statistical plan of the budget through the judge, in this process, under
+   ``law`` (``lossless`` by default, or ``token``: judge.py): the exact checks (contract, support,
+   greedy) again on its large batches, then the statistical ones at the family-wise alpha of
+   ``judge.FAMILY_ALPHA``; one gate check per judge check. The stage's ``ran`` holds the law, the
+   efficiency rows (accept length against the token-level optimum) and the notes; its ``why``
+   line shows the notes (a lossless verifier that breaks the token law).
+The law reaches the property suite's subprocess as ``RunOptions.law`` (``--equiv-law``), so that
+its exact checks judge the same law.
 The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
 ``--junit`` outputs are the draft gate's.
 """
@@ -37,6 +41,33 @@ def _gate_checks(stage: str, verdict, duration_s: float) -> list:
             for c in verdict.checks]
 
 
+def _diagnose(target, verdict, budget, seed, device, spec, timeout):
+    """Defects by cause (defects.py); a lossless statistical failure also asks the token law why."""
+    from equiv.ops.verify.defects import diagnose
+    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.plans import plan
+
+    token = None
+    if verdict.law == "lossless" and any(c.check in ("marginal", "joint", "tail") for c in verdict.failed):
+        token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token"), device=device,
+                          spec=spec, seed=seed, timeout=timeout, law="token")
+    return diagnose(verdict, token)
+
+
+def _ran(verdict) -> dict:
+    """The statistics stage's ``ran``: what ran, the law, efficiency per recipe, notes."""
+    eff = verdict.efficiency
+    mean = (sum(e["accept_length"] * e["rows"] for e in eff) / max(sum(e["rows"] for e in eff), 1),
+            sum(e["token_optimum"] * e["rows"] for e in eff) / max(sum(e["rows"] for e in eff), 1))
+    worst = min(eff, key=lambda e: e["ratio"]) if eff else None
+    line = (f"; efficiency: accept length {mean[0]:.3f} vs token-level optimum {mean[1]:.3f} on the same "
+            f"drafts (lowest ratio {worst['ratio']:.3f}: {worst['recipe']})" if worst else "")
+    return {"recipes": verdict.recipes, "calls": verdict.calls, "rows": verdict.rows, "law": verdict.law,
+            "efficiency": list(eff), "notes": list(verdict.notes),
+            "summary": f"{verdict.law} law, {verdict.recipes} recipes, {verdict.calls} calls, "
+                       f"{verdict.rows} rows{line}"}
+
+
 def _load(spec, device: str, timeout: float):
     """``(target, name, abnormal outcome or None)``: the verifier (a ``CandidateSpec``; a string
     or a callable is parsed) loaded where it will run (a user's in its worker); an unloadable
@@ -52,24 +83,25 @@ def _load(spec, device: str, timeout: float):
 
 
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
-                    timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None):
+                    timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.devices import resolve_device
     from equiv.checks import Check, Stage, stage_of
+    from equiv.devices import resolve_device
     from equiv.gate import GateResult, finish_stages, property_checks, start_properties
-    from equiv.ops.verify.judge import run_judge
+    from equiv.ops.verify.judge import LAWS, run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
     from equiv.options import RunOptions
     from equiv.run.timeouts import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
+    law = check_choice("law", law, LAWS)
     seed = check_int("seed", seed, min_value=0)
     timeout = parse_timeout(timeout)
     stages = check_choices("stages", stages, STAGES)
     device = resolve_device(device)
     target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
-    checks, done, calls = [], [], 0
+    checks, done, calls, diagnosis = [], [], 0, None
     if loaded is not None:
         checks.append(Check("load", False, f"the verifier {loaded.problem}"))
         done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
@@ -81,22 +113,20 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
             options = RunOptions.make(target if not callable(target) else None, op="verify",
-                                      device=device, budget=budget, seed=seed, timeout=timeout)
+                                      device=device, budget=budget, seed=seed, timeout=timeout, law=law)
             suite = start_properties(options, stage_timeout=stage_timeout, select="not verify_statistics")
             got, st = property_checks(suite, stage_timeout)
         elif any("did not return within" in c.detail for c in checks):
             got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
         else:
             again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
-                     f"--seed {seed} --device {device}")
-            verdict = run_judge(target, plan(budget, seed, parts=("statistics",)), device=device, spec=spec,
-                                seed=seed, timeout=timeout, repro=again)
+                     f"--seed {seed} --device {device}" + (" --law token" if law == "token" else ""))
+            verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law), device=device,
+                                spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
             calls += verdict.calls
+            diagnosis = _diagnose(target, verdict, budget, seed, device, spec, timeout) if not verdict.passed else None
             got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
-            st = stage_of("statistics", got, {"recipes": verdict.recipes, "calls": verdict.calls,
-                                            "rows": verdict.rows,
-                                            "summary": f"{verdict.recipes} recipes, {verdict.calls} calls, "
-                                                       f"{verdict.rows} rows"})
+            st = stage_of("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
         checks += got
         done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
     if progress:
@@ -105,15 +135,16 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
-                      op="verify")
+                      op="verify", diagnosis=diagnosis)
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
-                     timeout=DEFAULT_TIMEOUT_S):
+                     timeout=DEFAULT_TIMEOUT_S, law: str = "lossless"):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     from equiv.devices import resolve_device
-    from equiv.ops.verify.judge import PIT_BINS, Case, run_judge
+    from equiv.ops.verify.judge import Case, run_judge
+    from equiv.ops.verify.laws import PIT_BINS
     from equiv.ops.verify.recipes import VerifyRecipe
     from equiv.run.timeouts import parse_timeout
 
@@ -123,5 +154,6 @@ def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str
     device = resolve_device(device)
     timeout = parse_timeout(timeout)
     target, spec, _ = _load(spec, device, timeout)
-    case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
-    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout)
+    lawful = law == "token" or recipe.drafts == "sampled"       # losslessness needs drafts drawn from q
+    case = Case(recipe, calls, seed, statistical=lawful and recipe.batch * calls >= 5 * PIT_BINS)
+    return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout, law=law)

@@ -5,7 +5,14 @@ replaced by the bug, so it differs from a correct verifier in exactly one way. E
 attribute and loads as the spec ``equiv.ops.verify.mutants:NAME``; ``MUTANTS`` maps the name to
 a ``VerifierMutant`` (name, bug class, description, the check expected to catch it).
 ``LEGAL_VARIANTS`` sample the same law another way (an exponential race, as vLLM's sampler
-does); the judge must pass them.
+does); the judge must pass them. The built-in ``block_verification`` (paths.py) is lossless but
+breaks the token law; its lossy relatives below (``block_*``) fail the losslessness judge, while
+the token law fails all of them alike. ``caught_by`` names the check of the default (lossless)
+law; ``caught_by_token`` that of ``--law token`` where it differs. ``caught_by=None``: the
+losslessness judge passes it, rightly or nearly so -- ``ignores_draft_probs``
+treats each draft as one-hot, which is lossless (only slower), and ``ratio_in_float16`` loses
+only drafts with ``q < 2**-25``, at most ``V * 2**-25`` (0.4 % at V = 129280) of the draft mass,
+which no draw budget of the gate sees; the token law catches both.
 
 ``tests/test_verify_mutants.py`` runs the quick gate on every mutant and variant; docs/verify.md
 has the kill table.
@@ -17,7 +24,8 @@ from typing import Callable
 
 import torch
 
-from equiv.ops.verify.paths import acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf
+from equiv.ops.verify.paths import (acceptance_ratio, block_emit, block_keep_probabilities, block_weights,
+                                   drawn_law, emit, first_rejection, inverse_cdf)
 
 
 @dataclass(frozen=True)
@@ -25,8 +33,9 @@ class VerifierMutant:
     name: str
     bug_class: str
     description: str
-    caught_by: str
+    caught_by: str | None
     fn: Callable = None
+    caught_by_token: str | None = None
 
     def __call__(self, draft_token_ids, draft_probs, target_probs, generator):
         return self.fn(draft_token_ids, draft_probs, target_probs, generator)
@@ -36,16 +45,16 @@ MUTANTS: dict[str, VerifierMutant] = {}
 LEGAL_VARIANTS: dict[str, VerifierMutant] = {}
 
 
-def _register(table, bug_class, description, caught_by):
+def _register(table, bug_class, description, caught_by, caught_by_token=None):
     def wrap(fn):
-        m = VerifierMutant(fn.__name__, bug_class, description, caught_by, fn)
+        m = VerifierMutant(fn.__name__, bug_class, description, caught_by, fn, caught_by_token)
         table[m.name] = m
         return m
     return wrap
 
 
-def mutant(bug_class: str, description: str, caught_by: str):
-    return _register(MUTANTS, bug_class, description, caught_by)
+def mutant(bug_class: str, description: str, caught_by: str | None, caught_by_token: str | None = None):
+    return _register(MUTANTS, bug_class, description, caught_by, caught_by_token)
 
 
 def _uniforms(d, p, generator):
@@ -65,7 +74,7 @@ def _sampler(d, q, p, generator, *, ratio=None, law=None, accept_u=None, draw_u=
 
 @mutant("ratio in another precision", "the ratio p(d) / q(d) is computed in float16: a draft "
         "probability under 2**-24 flushes to 0 and 0/0 rejects a draft that should be accepted",
-        "acceptance")
+        None, "acceptance")
 def ratio_in_float16(d, q, p, g):
     p_d = p[:, : d.shape[1]].gather(2, d[..., None])[..., 0].half()
     q_d = torch.ones_like(p_d) if q is None else q.gather(2, d[..., None])[..., 0].half()
@@ -73,13 +82,13 @@ def ratio_in_float16(d, q, p, g):
 
 
 @mutant("q the draft was not sampled from", "ignores draft_probs and treats every draft as one-hot "
-        "(accept with p(d), resample from p without d)", "acceptance")
+        "(accept with p(d), resample from p without d)", None, "acceptance")
 def ignores_draft_probs(d, q, p, g):
     return _sampler(d, None, p, g)
 
 
 @mutant("residual is not max(0, p - q)", "the recovered token is drawn from the target p itself",
-        "support")
+        "contract", "support")
 def recovered_from_target(d, q, p, g):
     rows = torch.arange(d.shape[0], device=p.device)
     return _sampler(d, q, p, g, law=lambda stop: p[rows, stop])
@@ -114,7 +123,7 @@ def target_zeroed_in_place(d, q, p, g):
 
 
 @mutant("uniform degenerates to accept-all", "the uniforms are cast to the token dtype (int64): "
-        "u = 0, so every draft with p(d) > 0 is accepted", "acceptance")
+        "u = 0, so every draft with p(d) > 0 is accepted", "marginal", "acceptance")
 def uniform_cast_to_int(d, q, p, g):
     return _sampler(d, q, p, g, accept_u=lambda u: u[:, :-1].to(d.dtype))
 
@@ -154,7 +163,7 @@ def continues_after_rejection(d, q, p, g):
 
 
 @mutant("bonus drawn from the wrong position", "the bonus token is drawn from p_{n-1}, the last "
-        "draft position's target, instead of p_n", "distribution")
+        "draft position's target, instead of p_n", "marginal", "distribution")
 def bonus_from_previous_position(d, q, p, g):
     rows = torch.arange(d.shape[0], device=p.device)
     n = d.shape[1]
@@ -166,7 +175,7 @@ def bonus_from_previous_position(d, q, p, g):
 
 
 @mutant("one uniform for two draws", "the uniform that rejected the draft is reused to draw the "
-        "recovered token, so the residual draw leans to the top of its CDF", "distribution")
+        "recovered token, so the residual draw leans to the top of its CDF", "marginal", "distribution")
 def reused_uniform(d, q, p, g):
     n = d.shape[1]
 
@@ -184,3 +193,49 @@ def exponential_race(d, q, p, g):
     law = drawn_law(d, q, p, stop)
     race = law / torch.empty_like(law).exponential_(generator=g)
     return emit(d, stop, race.argmax(1, keepdim=True))
+
+
+@mutant("CDF summed in bfloat16", "the inverse-CDF draw runs on a cumulative sum kept in bfloat16: "
+        "the sum stalls in the tail, so the draw lands on a few hundred of the tail tokens", "tail",
+        "tail")
+def cdf_in_bfloat16(d, q, p, g):
+    def law(stop):
+        return drawn_law(d, q, p, stop).bfloat16().cumsum(1).float().diff(dim=1, prepend=torch.zeros_like(p[:, 0, :1]))
+    return _sampler(d, q, p, g, law=law)
+
+
+@mutant("positions tied together", "after an accepted first draft it emits, instead of verifying the "
+        "second, a fresh target token drawn with the accepted draft's own randomized PIT as its uniform: "
+        "each position keeps its law, the pair does not", "joint", "support")
+def shared_uniform(d, q, p, g):
+    if q is None or d.shape[1] < 1:
+        return _sampler(d, q, p, g)
+    u = _uniforms(d, p, g)
+    rows = torch.arange(d.shape[0], device=p.device)
+    stop = first_rejection(acceptance_ratio(d, q, p), u[:, :-1])
+    kept = torch.minimum(p[:, 0], q[:, 0]).double()             # the law of an accepted first draft
+    kept = kept / kept.sum(1, keepdim=True)
+    below = kept.cumsum(1).gather(1, d[:, :1]) - kept.gather(1, d[:, :1])
+    pit = below + u[:, -1:].double() * kept.gather(1, d[:, :1])
+    tied = (stop >= 1)[:, None]
+    one = torch.ones_like(stop)
+    law = torch.where(tied, p[rows, 1].double(), drawn_law(d, q, p, stop).double())
+    return emit(d, torch.where(tied[:, 0], one, stop), inverse_cdf(law, torch.where(tied, pit, u[:, -1:].double())))
+
+
+@mutant("block verification without its residual weight", "block verification that keeps the first "
+        "i drafts with probability w_i instead of r_i / (r_i + 1 - w_i)", "marginal", "support")
+def block_keep_by_weight(d, q, p, g):
+    u = torch.rand((d.shape[0], d.shape[1] + 1), generator=g, device=p.device, dtype=torch.float64)
+    w = block_weights(d, q, p)
+    return block_emit(d, q, p, w, u[:, :-1] < w[:, 1:], u[:, -1:])
+
+
+@mutant("block verification with the token residual", "block verification that draws the corrected "
+        "token from max(0, p - q), the token-level residual, instead of max(0, w p - q): it can draw the "
+        "draft itself, which the output cannot say", "contract", "acceptance")
+def block_residual_unweighted(d, q, p, g):
+    u = torch.rand((d.shape[0], d.shape[1] + 1), generator=g, device=p.device, dtype=torch.float64)
+    w = block_weights(d, q, p)
+    keep = u[:, :-1] < block_keep_probabilities(d, q, p, w)
+    return block_emit(d, q, p, w, keep, u[:, -1:], weighted=False)

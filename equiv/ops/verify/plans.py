@@ -7,20 +7,26 @@ Plan. Two kinds of case (``judge.Case``):
   padded (non-contiguous) inputs on every other case -- small batches, one call plus the replay;
 - *statistical cases*: batches that copy a few problems many times, so one call yields hundreds
   of draws of each (p, q, d) triple; their outputs also feed the acceptance and distribution
-  tests. ``quick`` fits the 2-core CPU budget of a pull request (V = 129280 for the realistic and
+  tests (under the lossless law with ``drafts=sampled``: every row draws its own drafts from the
+  draft law, which is what losslessness is a property of). ``quick`` fits the 2-core CPU budget of a pull request (V = 129280 for the realistic and
   tiny-q cases, smaller V for the bulk of the draws); ``full`` draws 2**15+ tokens at V = 129280
   (nightly, or one GPU: docs/verify.md has its power).
+
+Under the lossless law the drafts of a row are drawn once per recipe (recipes.py), so a second
+call would repeat them: a lossless case makes one call of ``batch * calls`` rows instead (capped
+at ``2**28`` target elements; the realistic V = 129280 quick case keeps its 384 rows).
 
 Seeds: case ``i`` of a plan with seed ``s`` uses the recipe seed ``s + i`` and generator seeds
 from ``1000 * (s + i)`` on, so every case is replayable alone from its ``REPRO:`` line.
 """
 from __future__ import annotations
 
-from equiv.ops.verify.judge import Case
+from equiv.ops.verify.judge import LAWS, Case
 from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
 from equiv.validation import check_choice
 
 BUDGETS = ("quick", "full")
+_MAX_ELEMENTS = 2 ** 28          # target_probs of one lossless case: 1 GiB of float32
 # (n, vocab) pairs the contract cases cycle through; V = 1 only where a family allows it.
 CONTRACT_SIZES = ((1, 129280), (3, 33), (8, 1025), (2, 2), (5, 4097), (4, 129280), (1, 1000), (2, 1))
 _NEEDS_TWO_TOKENS = ("disjoint", "tiny_q", "ties", "neginf_zeros")
@@ -66,19 +72,23 @@ def contract_cases(seed: int = 0, start: int = 0) -> list:
     return cases
 
 
-def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0) -> list:
+def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law: str = "lossless") -> list:
     budget = check_choice("budget", budget, BUDGETS)
+    drafts = "fixed" if check_choice("law", law, LAWS) == "token" else "sampled"
     cases = []
     for i, (family, draft, n, vocab, batch, problems, calls) in enumerate(_STATISTICAL[budget], start):
+        if drafts == "sampled":                  # drafts are per row, not per call: one call, more rows
+            rows = min(batch * calls, max(batch, _MAX_ELEMENTS // ((n + 1) * vocab)))
+            batch, calls = rows - rows % problems, 1
         recipe = VerifyRecipe(family=family, seed=seed + i, batch=batch, n=n, vocab=vocab,
-                              problems=problems, draft=draft)
+                              problems=problems, draft=draft, drafts=drafts)
         cases.append(Case(recipe, calls, 1000 * (seed + i), statistical=True))
     return cases
 
 
-def plan(budget: str = "quick", seed: int = 0, parts=("contract", "statistics")) -> list:
+def plan(budget: str = "quick", seed: int = 0, parts=("contract", "statistics"), law: str = "lossless") -> list:
     """The cases of a gate run: contract cases first (cheap, they stop a broken verifier early)."""
     cases = contract_cases(seed) if "contract" in parts else []
     if "statistics" in parts:
-        cases += statistical_cases(budget, seed, start=len(FAMILIES) * len(DRAFTS))
+        cases += statistical_cases(budget, seed, start=len(FAMILIES) * len(DRAFTS), law=law)
     return cases

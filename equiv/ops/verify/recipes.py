@@ -13,10 +13,14 @@ of problem ``b % problems``: one call draws ``batch / problems`` independent out
 triple, so statistics need few calls and the exact law is computed once per problem. Rows of
 different problems interleave, so a verifier that reads a neighbour's row is seen.
 
-*Draft tokens* are fixed per problem: drawn from ``q`` (normalised in float64) with
-``draft=probs``; the argmax of a hidden draft distribution with ``draft=onehot`` (then
-``draft_probs`` is None, as for a greedy drafter); a chosen token for ``tiny_q``. The exact law
-is conditional on them (reference/verify.py).
+*Draft tokens* are fixed per problem with ``drafts=fixed`` (the token law's cases): drawn from
+``q`` (normalised in float64) with ``draft=probs``; the argmax of a hidden draft distribution with
+``draft=onehot`` (then ``draft_probs`` is None, as for a greedy drafter); a chosen token for
+``tiny_q``. The exact token law is conditional on them (reference/verify.py). With
+``drafts=sampled`` (the losslessness judge's cases) every row draws its own drafts from its
+problem's proposal -- ``q``, or the hidden draft distribution for ``draft=onehot`` -- by inverse
+CDF in float64 from the seed ``[seed, 7919, row]`` (``row_tokens``): drafts distributed as the
+verifier assumes, which is what losslessness is a property of.
 
 Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a random permutation
 (``s`` in [1.05, 1.8]) plus noise, and q the softmax of p's logits plus ``noise * N(0, 1)``:
@@ -45,6 +49,8 @@ from equiv.validation import check_choice, check_float, check_int
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
             "bf16_rounded")
 DRAFTS = ("probs", "onehot")
+DRAFT_MODES = ("fixed", "sampled")
+_DRAFT_SALT = 7919
 TINY_Q = 2.0 ** -32              # under float16's smallest subnormal (2**-24): it flushes to 0
 TINY_RATIO = 0.3                 # p = 0.3 q at the tiny draft token: acceptance 0.3
 _PAD_FILL = 1.0                  # garbage in the padding: a probability that would win if read
@@ -58,6 +64,7 @@ class Problems:
     target: np.ndarray
     draft: np.ndarray | None
     tokens: np.ndarray
+    proposal: np.ndarray | None = None     # [P, n, V] the law drafts are drawn from (q or hidden)
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,12 @@ class VerifyRecipe:
     draft: str = "probs"
     ties: int = 2
     pad: int = 0
+    drafts: str = "fixed"
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
         check_choice("draft", self.draft, DRAFTS)
+        check_choice("drafts", self.drafts, DRAFT_MODES)
         check_int("seed", self.seed, min_value=0)
         check_int("batch", self.batch, min_value=1)
         check_int("n", self.n, min_value=1, max_value=16)
@@ -111,7 +120,11 @@ class VerifyRecipe:
 
     def make_problems(self) -> Problems:
         """The distinct triples (cached: a V = 129280 recipe costs ~0.1 s per problem)."""
-        return _problems(replace(self, batch=self.n_problems, pad=0))
+        return _problems(replace(self, batch=self.n_problems, pad=0, drafts="fixed"))
+
+    def row_tokens(self) -> np.ndarray:
+        """``[batch, n]`` int64: the draft tokens of every row (module docstring)."""
+        return _row_tokens(self) if self.drafts == "sampled" else self.make_problems().tokens[self.rows()]
 
     def build(self, device="cpu"):
         """``(draft_token_ids, draft_probs or None, target_probs)`` on ``device``."""
@@ -130,7 +143,8 @@ class VerifyRecipe:
             return buf[..., : t.shape[-1]]
 
         draft = None if pr.draft is None else rows_of(pr.draft)
-        return rows_of(pr.tokens), draft, rows_of(pr.target)
+        tokens = torch.from_numpy(self.row_tokens()).to(device) if self.drafts == "sampled" else rows_of(pr.tokens)
+        return tokens, draft, rows_of(pr.target)
 
 
 def _softmax(x):
@@ -194,11 +208,29 @@ def _one_problem(r: VerifyRecipe, i: int):
     else:
         d = np.array([rng.choice(V, p=q[j].astype(np.float64) / q[j].astype(np.float64).sum())
                       for j in range(n)], dtype=np.int64)
-    return p, (None if r.draft == "onehot" else q), d
+    return p, (None if r.draft == "onehot" else q), d, q
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=32)            # a plan has 25 recipes: 8 would thrash
 def _problems(r: VerifyRecipe) -> Problems:
     made = [_one_problem(r, i) for i in range(r.batch)]
     draft = None if made[0][1] is None else np.stack([m[1] for m in made])
-    return Problems(np.stack([m[0] for m in made]), draft, np.stack([m[2] for m in made]))
+    return Problems(np.stack([m[0] for m in made]), draft, np.stack([m[2] for m in made]),
+                    np.stack([m[3] for m in made]))
+
+
+@functools.lru_cache(maxsize=32)
+def _row_tokens(r: VerifyRecipe) -> np.ndarray:
+    """Drafts drawn per row from the problem's proposal (inverse CDF, float64)."""
+    pr = r.make_problems()
+    rows = r.rows()
+    u = np.stack([np.random.default_rng([r.seed, _DRAFT_SALT, b]).random(r.n) for b in range(r.batch)])
+    out = np.empty((r.batch, r.n), dtype=np.int64)
+    for i in range(r.n_problems):
+        mine = rows == i
+        for j in range(r.n):
+            cdf = np.cumsum(pr.proposal[i, j].astype(np.float64))
+            tok = np.searchsorted(cdf, u[mine, j] * cdf[-1], side="right")
+            last = int(np.flatnonzero(pr.proposal[i, j] > 0)[-1])          # u * total == total
+            out[mine, j] = np.minimum(tok, last)
+    return out

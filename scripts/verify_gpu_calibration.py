@@ -1,0 +1,140 @@
+"""Calibrate the losslessness judge of the verify gate on one GPU, and time the quick gate.
+
+Plan (each part writes its rows as soon as it ends, and no part starts after ``--deadline-s``):
+
+1. ``gate``: the whole quick verify gate command, ``python -m equiv gate --op verify --candidate
+   torch_sampler --device D``, three times; its median wall time (and each run's).
+2. ``null``: ``--runs`` runs (1000) of the correct ``torch_sampler`` on the quick plan's
+   statistical stage under the lossless law (``equiv.ops.verify.calibration.run_calibration``:
+   each run with its own generator seeds); failed runs, their rate and its one-sided 95 % bound.
+3. ``power``: ``--power-runs`` runs of ``biased_sampler(shape, tv)`` (the drawn token ``tv``
+   from its exact law in total variation; shapes sharper, flatter, swap_top2) for tv 0.01 and
+   0.02 on the power plan: the quick plan's realistic case at V = 129280 with ``--rows`` rows
+   (each row one draw of every position; default 1536 and 6144). The rows a run needs for a
+   power of 0.95 at tv 0.01 is read off the ``--rows`` list (one power row per value).
+
+Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
+docs/verify.md quotes) and ``DIR/gate_times.json``. ``--small`` runs the same parts at CPU scale
+(20 null runs, 3 power runs at V = 4097, one gate run) to test the script.
+
+    PYTHONPATH=. python3 scripts/verify_gpu_calibration.py --out DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+SHAPES = ("sharper", "flatter", "swap_top2")
+
+
+def gate_times(device: str, repeats: int) -> dict:
+    cmd = [sys.executable, "-m", "equiv", "gate", "--op", "verify", "--candidate", "torch_sampler",
+           "--device", device]
+    times, codes = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        codes.append(subprocess.run(cmd, capture_output=True, text=True).returncode)
+        times.append(round(time.perf_counter() - t0, 2))
+    return {"part": "gate", "command": " ".join(["python -m equiv"] + cmd[3:]), "seconds": times,
+            "median_s": statistics.median(times), "exit_codes": codes}
+
+
+def power_cases(rows: int, vocab: int):
+    from equiv.ops.verify.plans import statistical_cases
+
+    base = next(c for c in statistical_cases("quick") if c.recipe.family == "realistic" and c.recipe.draft == "probs")
+    return [replace(base, recipe=base.recipe.with_(vocab=vocab, batch=rows - rows % base.recipe.problems))]
+
+
+def main(argv=None) -> int:
+    from equiv.devices import resolve_device
+    from equiv.ops.verify.calibration import _row, biased_sampler, reached_tv, run_calibration, run_draws_once
+    from equiv.ops.verify.paths import torch_sampler
+    from equiv.ops.verify.plans import statistical_cases
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--small", action="store_true", help="CPU scale: tests the script")
+    ap.add_argument("--runs", type=int, default=None, help="null runs (default 1000; 20 with --small)")
+    ap.add_argument("--power-runs", type=int, default=None, help="runs per power row (default 20; 3 with --small)")
+    ap.add_argument("--rows", default=None, help="rows of the power plan, comma-separated (default 1536,6144)")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--deadline-s", type=float, default=420.0)
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    device = resolve_device(args.device)
+    runs = args.runs if args.runs is not None else (20 if args.small else 1000)
+    power_runs = args.power_runs if args.power_runs is not None else (3 if args.small else 20)
+    rows_list = [int(r) for r in (args.rows or ("256" if args.small else "1536,6144")).split(",")]
+    vocab = 4097 if args.small else 129280
+    os.makedirs(args.out, exist_ok=True)
+    out_rows = []
+
+    def emit(row):
+        out_rows.append(row)
+        with open(os.path.join(args.out, "calibration.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps(row), flush=True)
+
+    def late(part):
+        if time.perf_counter() - t_start > args.deadline_s:
+            emit({"part": part, "not_run": f"past the {args.deadline_s:g} s deadline"})
+            return True
+        return False
+
+    times = gate_times(device, 1 if args.small else 3)
+    with open(os.path.join(args.out, "gate_times.json"), "w") as f:
+        json.dump(times, f, indent=2)
+    emit(times)
+    if not late("null"):
+        t0 = time.perf_counter()
+        fails = run_calibration(torch_sampler, statistical_cases("quick"), runs, device=device, seed=1,
+                                workers=args.workers)
+        emit({"part": "null", "law": "lossless", "device": device,
+              **_row({"verifier": "torch_sampler", "plan": "quick", "tv": 0.0, "shape": "-"}, fails, runs),
+              "seconds": round(time.perf_counter() - t0, 1)})
+    for rows in rows_list:
+        cases = power_cases(rows, vocab)
+        for tv in (0.01, 0.02):
+            for shape in SHAPES:
+                if late(f"power {shape} {tv} rows {rows}"):
+                    continue
+                fn = biased_sampler(shape, tv)
+                t0 = time.perf_counter()
+                fails = run_calibration(fn, cases, power_runs, device=device, seed=1, workers=args.workers)
+                emit({"part": "power", "law": "lossless", "device": device, "vocab": vocab, "rows": rows,
+                      **_row({"verifier": fn.__name__, "shape": shape, "tv": tv}, fails, power_runs),
+                      "reached_tv": round(reached_tv(cases, run_draws_once(fn, cases, device), shape, tv), 5),
+                      "seconds": round(time.perf_counter() - t0, 1)})
+    write_table(args.out, out_rows, time.perf_counter() - t_start)
+    return 0
+
+
+def write_table(out: str, rows: list, total_s: float) -> None:
+    lines = ["| part | verifier | V | rows | tv (reached) | runs | failed runs | rate | 95 % bound | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("part") in ("null", "power"):
+            bound = f"<= {r['upper95']:.4f}" if r["part"] == "null" else ""
+            lines.append(f"| {r['part']} | {r['verifier']} | {r.get('vocab', 'plan')} | {r.get('rows', 'plan')} | "
+                         f"{r['tv']} ({r.get('reached_tv', '-')}) | {r['runs']} | {r['failed_runs']} | "
+                         f"{r['rate']:.3f} | {bound} | {r['seconds']} |")
+        elif r.get("part") == "gate":
+            lines.insert(0, f"quick verify gate, whole command: median {r['median_s']} s of {r['seconds']} "
+                            f"(exit codes {r['exit_codes']})\n")
+        elif r.get("not_run"):
+            lines.append(f"| {r['part']} | not run: {r['not_run']} |")
+    lines.append(f"\ntotal {total_s:.0f} s")
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

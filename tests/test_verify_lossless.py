@@ -1,0 +1,119 @@
+"""The losslessness judge, block verification, the tail-repeat test, efficiency and defects.
+
+Test plan: block verification's law is the target's, by exact enumeration (V = 3, n = 3, every
+draft block; independent of the judge); the tail-repeat and joint tests pass exact draws and
+fail a concentrated law and tied positions; the continuation of a row draws the target; the
+quick plan's statistics stage passes block verification under the lossless law (with a note and
+an efficiency at or above the token optimum) and fails it under ``--law token``; a held-out
+sampler on a bfloat16 cumulative sum fails the quick gate (statistics stage, CLI, CPU) with the
+tail check naming it; a mutant's verdict becomes defects, one per cause.
+"""
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from equiv.ops.verify import lossless, tail
+from equiv.ops.verify.defects import diagnose
+from equiv.ops.verify.judge import run_judge
+from equiv.ops.verify.paths import block_keep_probabilities, block_residual, block_verification, block_weights
+from equiv.ops.verify.plans import plan
+
+HERE = os.path.dirname(__file__)
+
+
+def test_block_verification_emits_the_target_law_exactly():
+    rng = np.random.default_rng(0)
+    V, n = 3, 3
+    p, q = rng.dirichlet(np.ones(V), n + 1), rng.dirichlet(np.ones(V), n)
+    law = np.zeros((V,) * (n + 1))
+    for ds in itertools.product(range(V), repeat=n):
+        d, P, Q = torch.tensor([ds]), torch.tensor(p[None]), torch.tensor(q[None])
+        w = block_weights(d, Q, P)
+        h = block_keep_probabilities(d, Q, P, w)[0].numpy()
+        for tau in range(n + 1):
+            p_tau = (h[tau - 1] if tau else 1.0) * np.prod(1 - h[tau:])
+            if p_tau == 0:
+                continue
+            r = p[n] if tau == n else block_residual(d, Q, P, w, torch.tensor([0]), torch.tensor([tau]))[0].numpy()
+            for x in range(V):
+                for rest in itertools.product(range(V), repeat=n - tau):
+                    law[tuple(ds[:tau]) + (x,) + rest] += (np.prod(q[np.arange(n), ds]) * p_tau * r[x] / r.sum()
+                                                           * np.prod(p[np.arange(tau + 1, n + 1), rest]))
+    assert np.abs(law - np.einsum("a,b,c,d->abcd", *p)).max() < 1e-12
+
+
+def test_tail_repeats_pass_exact_draws_and_fail_a_law_on_few_tail_tokens():
+    rng = np.random.default_rng(1)
+    V, N = 20000, 400
+    law = np.sort(rng.dirichlet(np.full(V, 0.5)))[::-1]
+    exact = rng.choice(V, size=N, p=law)
+    squeezed = np.where(exact > 8000, 8000 + exact % 50, exact)      # the tail on 50 tokens
+    for draws, fails in ((exact, False), (squeezed, True)):
+        rec = tail.level_repeats(law[None], np.zeros(N, dtype=np.int64), draws)
+        (t,) = tail.repeat_tests({"g": rec}, alpha=1e-4)
+        assert t["failed"] is fails, t
+
+
+def test_joint_test_passes_independent_positions_and_fails_tied_ones():
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(0, 4, 4000), rng.integers(0, 4, 4000)
+    ok = lossless.joint_tests({"x:positions 0,1": a * 4 + b}, alpha=1e-4, floor=0.01)
+    tied = lossless.joint_tests({"x:positions 0,1": a * 4 + np.where(rng.random(4000) < 0.3, a, b)},
+                                alpha=1e-4, floor=0.01)
+    assert not any(t["failed"] for t in ok) and all(t["failed"] for t in tied)
+
+
+def test_continuation_draws_from_the_target():
+    from equiv.ops.verify.recipes import VerifyRecipe
+
+    r = VerifyRecipe(family="realistic", batch=4000, n=1, vocab=5, problems=1, drafts="sampled")
+    outs = np.full((1, r.batch, 2), -1)
+    outs[0, :, 0] = (r.row_tokens()[:, 0] + 1) % 5               # every row rejected at 0
+    seq, _ = lossless.continued(r, outs, np.random.default_rng(3))
+    p1 = r.make_problems().target[0, 1].astype(np.float64)
+    assert np.abs(np.bincount(seq[:, 1], minlength=5) / r.batch - p1 / p1.sum()).max() < 0.03
+
+
+@pytest.fixture(scope="module")
+def small_plans():
+    from dataclasses import replace
+
+    def cap(law):
+        return [replace(c, recipe=c.recipe.with_(vocab=min(c.recipe.vocab, 1025))) for c in
+                plan("quick", parts=("statistics",), law=law)]
+    return {law: cap(law) for law in ("lossless", "token")}
+
+
+def test_block_verification_is_lossless_and_breaks_the_token_law(small_plans):
+    v = run_judge(block_verification, small_plans["lossless"], device="cpu", spec="block_verification")
+    assert v.passed, v.summary()
+    assert any("breaks the token-level law" in n for n in v.notes)
+    assert min(e["ratio"] for e in v.efficiency if e["accept_length"] < e["token_optimum"]) > 0.98
+    assert sum(e["accept_length"] for e in v.efficiency) > sum(e["token_optimum"] for e in v.efficiency)
+    assert "efficiency" in v.to_json() and v.to_json()["law"] == "lossless"
+    t = run_judge(block_verification, small_plans["token"], device="cpu", spec="block_verification", law="token")
+    assert {"support", "acceptance"} <= {c.check for c in t.failed}
+
+
+def test_a_mutant_verdict_becomes_defects_one_per_cause(small_plans):
+    from equiv.ops.verify.mutants import MUTANTS
+
+    v = run_judge(MUTANTS["bonus_from_previous_position"], small_plans["token"], device="cpu",
+                  spec="bonus_from_previous_position", law="token")
+    kinds = [d.kind for d in diagnose(v).defects]
+    assert "bonus law" in kinds and len(kinds) == len(set(kinds))
+    assert all(d.repro.startswith("REPRO: ") for d in diagnose(v).defects)
+
+
+def test_a_held_out_bf16_cumsum_sampler_fails_the_quick_gate():
+    spec = os.path.join(HERE, "candidates", "verify_concentrated.py") + ":bf16_cumsum"
+    res = subprocess.run([sys.executable, "-m", "equiv", "gate", "--op", "verify", "--candidate", spec,
+                          "--device", "cpu", "--stages", "statistics"], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "statistics:tail" in res.stdout and "tail concentration" in res.stdout
