@@ -37,10 +37,17 @@ class Kill:
     counterexample: str | None
     message: str | None
     duration_s: float
+    repro: str | None = None
+
+    @property
+    def trigger(self) -> str | None:
+        """What made the mutant fail: Hypothesis's shrunk example, or, for a property that replays a
+        fixed plan (recipes, call histories), the REPRO line of the failing input."""
+        return self.counterexample or self.repro
 
     def row(self) -> str:
-        ce = " ".join((self.counterexample or "").replace("Falsifying example:", "")
-                      .replace("Failing test case:", "").split())
+        ce = " ".join((self.trigger or "").replace("Falsifying example:", "")
+                      .replace("Failing test case:", "").replace("REPRO:", "").split())
         return (f"| `{self.name}` | {self.bug_class} | {'killed' if self.killed else '**SURVIVED**'} | "
                 f"{self.property or '-'} | {self.first_failure or '-'} | `{ce or '-'}` |")
 
@@ -88,7 +95,7 @@ def kill(name: str, **kwargs) -> Kill:
     if failed is None:
         return Kill(name, m.bug_class, False, None, None, None, None, dt)
     return Kill(name, m.bug_class, True, failed.get("property"), failed.get("first_failure"),
-                failed.get("counterexample"), failed.get("message"), dt)
+                failed.get("counterexample"), failed.get("message"), dt, failed.get("repro"))
 
 
 def legal_failures(name: str, **kwargs) -> list[dict]:

@@ -122,6 +122,7 @@ def test_call_history_mutants_fail_and_correct_paths_pass(name, needle):
     from equiv.ops.draft_topk import mutants
     from equiv.ops.draft_topk.paths import get_path
 
+    mutants._CALLS_PER_SHAPE.clear()     # the worker is fresh in a gate; here the process is shared
     plan = history.plan_for("quick", 0)
     payload = {"recipes": plan.recipes, "rewrites": plan.rewrites, "keep": plan.keep, "k": 1}
     problems = history.judge(plan, history.probe(getattr(mutants, name), "cpu", payload))
