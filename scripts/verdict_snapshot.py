@@ -33,10 +33,10 @@ def _first_module(*names):
 
 def candidates() -> list[tuple[str, str, str]]:
     """``(op, label, spec)`` of every candidate the record covers."""
-    dname, dmod = _first_module("equiv.ops.draft_topk.mutants", "equiv.ops.draft_topk.mutants")
+    dname, dmod = _first_module("equiv.ops.draft_topk.mutants", "equiv.mutants")
     vname, vmod = _first_module("equiv.ops.verify.mutants")
     _, vpaths = _first_module("equiv.ops.verify.paths")
-    _, dpaths = _first_module("equiv.ops.draft_topk.paths", "equiv.ops.draft_topk.paths")
+    _, dpaths = _first_module("equiv.ops.draft_topk.paths", "equiv.paths")
     out = [("draft_topk", f"mutants:{n}", f"{dname}:{n}") for n in {**dmod.MUTANTS, **dmod.LEGAL_VARIANTS}]
     out += [("draft_topk", p, p) for p in dpaths.path_names()]
     out += [("verify", f"mutants:{n}", f"{vname}:{n}") for n in {**vmod.MUTANTS, **vmod.LEGAL_VARIANTS}]

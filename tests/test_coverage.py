@@ -147,3 +147,24 @@ def test_coverage_recipes_reach_the_dodged_shapes_within_the_budget():
     assert all(r.batch * r.vocab <= MAX_ELEMENTS for r in full)
     slow = coverage_recipes(("float32",), max_vocab=32000, max_batch=9, min_vocab=4)
     assert all(r.batch <= 9 and 4 <= r.vocab <= 32000 for r in slow)
+
+
+def test_large_recipes_draw_in_blocks_that_depend_on_the_recipe_alone(monkeypatch):
+    """Past BLOCK_ELEMENTS a recipe's normals come from one stream per block of rows, filled in
+    threads: the values must not depend on the thread count, the first block must be the rows
+    of the same recipe drawn whole, and every block must differ from the others."""
+    import torch
+
+    from equiv.ops.draft_topk import recipes
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    monkeypatch.setattr(recipes, "BLOCK_ELEMENTS", 4 * 1000)
+    r = Recipe(family="gaussian", batch=13, vocab=1000, seed=5)
+    many = recipes._host_values(r)
+    monkeypatch.setattr(recipes, "_threads", lambda: 1)
+    assert torch.equal(many, recipes._host_values(r))
+    monkeypatch.setattr(recipes, "BLOCK_ELEMENTS", 10 ** 9)
+    whole = recipes._host_values(r)
+    assert torch.equal(many[:4], whole[:4]) and not torch.equal(many[4:], whole[4:])
+    firsts = [many[i] for i in (0, 4, 8, 12)]          # the first row of each block (the last has one)
+    assert all(not torch.equal(a, b) for i, a in enumerate(firsts) for b in firsts[i + 1:])

@@ -146,3 +146,20 @@ def test_two_equal_logits_at_any_magnitude_share_one_half():
     for v in (2.0 ** 41, 1e30, float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max), 65504.0):
         ref = softmax_topk(np.array([[v, v]], dtype=np.float32), 2)
         assert ref.topk_p.tolist() == [[0.5, 0.5]], v
+
+
+def test_threaded_rows_give_the_row_by_row_answer(monkeypatch):
+    import sys
+
+    ref = sys.modules["equiv.reference.softmax_topk"]
+    x = np.random.default_rng(3).standard_normal((40, 3000)).astype(np.float32)
+    x[3, 5], x[4, :], x[5, 7], x[6, 1:3] = np.nan, -np.inf, np.inf, np.inf
+    monkeypatch.setattr(ref, "THREADED_ELEMENTS", 1)
+    monkeypatch.setattr(ref, "_threads", lambda: 4)
+    threaded = ref.softmax_topk(x, 3)
+    monkeypatch.setattr(ref, "THREADED_ELEMENTS", 10 ** 12)
+    plain = ref.softmax_topk(x, 3)
+    assert threaded.kind == plain.kind and threaded.kind[3:7] == ("nan", "all_neginf", "posinf", "multi_posinf")
+    assert np.array_equal(threaded.topk_index, plain.topk_index)
+    assert np.array_equal(threaded.topk_p, plain.topk_p, equal_nan=True)
+    assert np.array_equal(threaded.log_sum, plain.log_sum, equal_nan=True)
