@@ -4,7 +4,8 @@
 #              cuda with every candidate isolated (EQUIV_ISOLATE=always), in parallel processes
 #   timed:     quick gates timed one at a time (whole command, 3 times each: identity_top1,
 #              fused_triton cold then warm, a user's torch file from an unrelated folder, the verify
-#              op's torch_sampler), then the `equiv bench` table (k = 1, 4, 8)
+#              op's torch_sampler), then the `equiv bench` table (k = 1, 4, 8); TIMED_GATES (e.g.
+#              "user_file"), NO_COLD, NO_VERIFY and NO_BENCH leave parts out
 #   verdicts:  gates in parallel: the four built-in paths isolated, every draft mutant (its gate
 #              JSON carries the diagnosis's cost), the verify op's paths and mutants; checked by
 #              scripts/gate_summary.py; then the GPU probes' table (scripts/gpu_probe_table.py).
@@ -79,11 +80,12 @@ timed)
     user_kernel >"$scratch/k.py"
     cd "$scratch"
     export TRITON_CACHE_DIR="$scratch/triton-cache"       # empty: the first fused_triton gate compiles
-    step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton --device cuda \
-         --json "$out/gate_fused_triton_cold.json"
+    [ -n "${NO_COLD:-}" ] || step gate_fused_triton_cold 200 python3 -m equiv gate --candidate fused_triton \
+         --device cuda --json "$out/gate_fused_triton_cold.json"
     for i in 1 2 3; do
         for g in "identity_top1 identity_top1" "fused_triton_warm fused_triton" "user_file k.py:k1_only"; do
             set -- $g
+            [[ " ${TIMED_GATES:-identity_top1 fused_triton_warm user_file} " == *" $1 "* ]] || continue
             step "gate_$1_$i" 120 python3 -m equiv gate --candidate "$2" --device cuda --json "$out/gate_$1_$i.json"
         done
         [ -n "${NO_VERIFY:-}" ] || step "gate_verify_torch_sampler_$i" 120 python3 -m equiv gate --op verify \
