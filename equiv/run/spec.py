@@ -46,19 +46,21 @@ class CandidateSpec:
                                          f"not {op}")
             return value
         the_op = get_op(op or DEFAULT_OP)
-        names = the_op.builtin_names()
+        # the built-in names import the paths (torch: ~1.2 s), so only the specs that need them ask:
+        # a gate starts its property suite before that import
+        names = the_op.builtin_names
         if callable(value) and not isinstance(value, str):
             name = str(getattr(value, "name", None) or getattr(value, "__qualname__", None) or repr(value))
             return cls(name, the_op.name, "callable", name, trusted=True, fn=value)
         if not isinstance(value, str) or not value.strip():
             raise CandidateLoadError(
                 f"candidate {value!r} is empty or not a string: give a built-in path name "
-                f"({', '.join(names)}), package.module:function or path/to/file.py:function")
+                f"({', '.join(names())}), package.module:function or path/to/file.py:function")
         text = value.strip()
         if ":" not in text:
-            if text not in names:
+            if text not in names():
                 raise CandidateLoadError(
-                    f"candidate {text!r} is not a built-in {the_op.noun} ({', '.join(names)}) and "
+                    f"candidate {text!r} is not a built-in {the_op.noun} ({', '.join(names())}) and "
                     f"has no ':function' part: write package.module:function or path/to/file.py:function")
             return cls(text, the_op.name, "builtin", text, trusted=_may_trust())
         target, _, attribute = text.rpartition(":")
