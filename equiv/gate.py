@@ -173,7 +173,8 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
                             repro=None if passed else (t.get("repro") or repro),
                             duration_s=float(t.get("duration") or 0.0),
                             outcome=None if passed else t.get("call_kind"),
-                            recipe=None if passed else t.get("recipe")))
+                            recipe=None if passed else t.get("recipe"),
+                            parts=() if passed else tuple(t.get("parts") or ())))
     failed = [c for c in checks if not c.passed]
     if returncode not in (0, 1) or (returncode == 0) == bool(failed):
         checks.append(Check("properties", False, f"pytest exited {returncode}, which its "

@@ -64,16 +64,17 @@ def test_call_history(subject, suite):
     plan = history.plan_for("quick" if suite.opts.budget == "quick" else "full",
                             int(seed) if str(seed).isdigit() else 0, dtype=suite.dtypes[0], k=suite.k,
                             max_batch=b.max_batch, max_vocab=b.max_vocab)
-    payload = {"recipes": plan.recipes, "rewrites": plan.rewrites, "keep": plan.keep, "k": plan.k}
-    out = suite.runner.probe("equiv.ops.draft_topk.history:probe", payload, timeout=suite.opts.timeout)
+    out = suite.runner.probe("equiv.ops.draft_topk.history:probe", plan.payload(), timeout=suite.opts.timeout)
     if out.abnormal:
         suite.abnormal(f"the subject {out.problem} in the call history")
     if not out.ok:
         suite.fail(f"the call history: the subject {out.problem}")
     suite.request.node.user_properties.append(("equiv_examples", plan.calls))
-    problems = history.judge(plan, out.value, suite.device)
-    if problems:
-        suite.fail("; ".join(problems))
+    problems = history.problems(plan, out.value, suite.device)
+    if problems:                                 # what failed, as data for the diagnosis
+        suite.request.node.user_properties.append(
+            ("equiv_parts", list(dict.fromkeys(part for p in problems for part in p.parts))))
+        suite.fail("; ".join(p.line for p in problems), recipe=problems[0].recipe)
 
 
 def _ordering_k(suite, subject):

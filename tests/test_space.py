@@ -69,6 +69,24 @@ def test_confident_rows_span_the_bands_and_reach_the_shortcut():
     assert ((q > 5e-8) & (q < 2e-5)).all()
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_without_a_layout_request_every_family_is_row_major(family):
+    """The layout is the recipe's pad / offset alone: the confident family's arithmetic once left a
+    column-major array (``rng.permuted``), so its logits were non-contiguous; the values must stay."""
+    import numpy as np
+
+    from equiv.ops.draft_topk.confidence import confident_rows
+
+    r = Recipe(family=family, batch=8, vocab=4097, seed=3)
+    x = r.build()
+    assert x.is_contiguous() and x.stride() == (4097, 1) and x.storage_offset() == 0
+    if family == "confident":
+        expected = confident_rows(np.random.default_rng(r.seed), r).astype(np.float32)
+        assert not expected.flags["C_CONTIGUOUS"]          # what the family's arithmetic gives
+        assert np.array_equal(x.numpy(), expected)           # the same values, now row-major
+    assert r.with_(offset=1).build().storage_offset() == 1              # asked for: a layout
+
+
 def test_masked_rows_put_neginf_where_their_kind_says():
     r = Recipe(family="masked", batch=14, vocab=300, seed=2)
     x = r.build()
@@ -115,18 +133,19 @@ def test_a_tensor_subclass_is_a_contract_failure_naming_its_type():
     assert detail.startswith("contract:") and "tensor subclass" in detail and "_ReportedTensor" in detail
 
 
-@pytest.mark.parametrize("name, needle", [("recycled_output_ring", "kept alive, changed"),
-                                          ("keyed_by_data_ptr", "rewritten in place"),
-                                          ("changes_after_48_calls", "after 48 calls")])
-def test_call_history_mutants_fail_and_correct_paths_pass(name, needle):
+@pytest.mark.parametrize("name, needle, what", [("recycled_output_ring", "kept alive, changed", "reread"),
+                                                ("keyed_by_data_ptr", "rewritten in place", "in_place"),
+                                                ("changes_after_48_calls", "after 48 calls", "run")])
+def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
     from equiv.ops.draft_topk import mutants
     from equiv.ops.draft_topk.paths import get_path
 
     mutants._CALLS_PER_SHAPE.clear()     # the worker is fresh in a gate; here the process is shared
     plan = history.plan_for("quick", 0)
-    payload = {"recipes": plan.recipes, "rewrites": plan.rewrites, "keep": plan.keep, "k": 1}
-    problems = history.judge(plan, history.probe(getattr(mutants, name), "cpu", payload))
-    assert problems and needle in problems[0]
+    payload = plan.payload()
+    found = history.problems(plan, history.probe(getattr(mutants, name), "cpu", payload))
+    assert found and needle in found[0].line and found[0].what == what          # as data too
+    assert f"history:{what}" in found[0].parts and found[0].recipe in plan.recipes
     assert plan.calls > 48 and history.RUN_CALLS["full"] > history.RUN_CALLS["quick"]
     for fn in (get_path("softmax_topk"), mutants.ties_to_last_index):
         assert history.judge(plan, history.probe(fn, "cpu", payload)) == []

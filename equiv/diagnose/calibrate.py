@@ -7,8 +7,10 @@ Plan
 - ``mini_gate(spec, k)``: a cheap stand-in for the gate's failing checks, for the test suite: a
   fixed battery of inputs, one per feature the isolation varies (padding, batch size past 4 and
   past 16, poisoned rows, a ragged tile, rows at different heights, large magnitudes, bfloat16
-  at V = 32000, a raw single entry, a second call of one shape), run through ``equiv.ops.draft_topk.compare``;
-  each failing input becomes one failing check with its recipe, as the gate reports them.
+  at V = 32000, a raw single entry, an unlisted V, B past 1024, a misaligned base, masks inside
+  rows, confident rows, a second call of one shape), run through ``equiv.ops.draft_topk.compare``;
+  each failing input becomes one failing check with its recipe, as the gate reports them; and the
+  call history of the property ``call_history`` at a small shape, with its ``parts`` as data.
 - ``calibrate(names, gate=True)`` runs, per candidate, the real gate (``gate=True``: the quick
   budget on the CPU, in this process, so a stateful candidate keeps its state as in ``equiv
   gate``) or the mini gate, then the diagnosis, and returns one ``Row`` each: kinds expected and
@@ -50,6 +52,16 @@ EXPECTED_KINDS = {
     "split_vocab_argmax": ("out_of_vocabulary_index", "non_contiguous", "placeholder_probability"),
     "tail_ignored_nan_masked": ("shape_threshold", "poison_made_finite"),
     "grid_cap_half_sum": ("batch_size", "dtype_specific"),
+    # one per dimension of the input space (equiv.ops.draft_topk.space)
+    "generic_vocab_broken": ("vocab_specific",),
+    "rows_past_1024_unwritten": ("batch_size",),
+    "aligned_base_assumed": ("misaligned_base",),
+    "trims_at_first_neginf": ("mask_position",),
+    "confident_rounded_to_one": ("confident_rounding",),
+    "recycled_output_ring": ("output_reused",),
+    "keyed_by_data_ptr": ("stale_output",),
+    "changes_after_48_calls": ("after_n_calls",),
+    "tensor_subclass_output": ("output_format",),
     "hardcoded_one": ("placeholder_probability",),
     "softmax_topk": (),
     "identity_top1": (),
@@ -70,7 +82,13 @@ BATTERY = (
     "gaussian:seed=1,batch=1,vocab=32000,dtype=bfloat16",
     "ties_max:seed=0,batch=2,vocab=8,dtype=float32,ties=3",
     "gaussian:seed=240,batch=1,vocab=1000,dtype=float32",
+    "gaussian:seed=0,batch=4,vocab=3072,dtype=float32",
+    "gaussian:seed=0,batch=1025,vocab=2,dtype=float32",
+    "gaussian:seed=0,batch=3,vocab=33,dtype=float32,offset=1",
+    "masked:seed=0,batch=7,vocab=33,dtype=float32",
+    "confident:seed=0,batch=8,vocab=1000,dtype=float32,band=1-p 1e-3..1e-5",
 )
+HISTORY_SHAPE = (2, 1009)        # the mini gate's call history (the property's, at a small shape)
 
 
 @dataclass(frozen=True)
@@ -131,7 +149,24 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
     stale = a.passed and not b.passed
     checks.append(Check("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
                             f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
+    checks.append(_history_check(spec, k, device))
     return checks
+
+
+def _history_check(spec: str, k: int, device: str):
+    """The property ``call_history`` at ``HISTORY_SHAPE``, its check as the gate records it."""
+    from equiv.checks import Check
+    from equiv.ops.draft_topk import history
+    from equiv.run import runner_for
+
+    plan = history.plan_for("quick", 0, k=k, max_batch=HISTORY_SHAPE[0], max_vocab=HISTORY_SHAPE[1])
+    out = runner_for(spec, device, DEFAULT_TIMEOUT_S).probe("equiv.ops.draft_topk.history:probe", plan.payload())
+    if not out.ok:
+        return Check("property:call_history", False, f"the subject {out.problem}", outcome=out.kind)
+    found = history.problems(plan, out.value, device)
+    return Check("property:call_history", not found, "; ".join(p.line for p in found) or "held",
+                 recipe=found[0].recipe if found else None,
+                 parts=tuple(dict.fromkeys(part for p in found for part in p.parts)))
 
 
 def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:

@@ -10,7 +10,8 @@ Plan
    full-size recipes, then the MTP consumers): its failing input is read back
    (``equiv.diagnose.sources``) and re-run (``Prober.observe``). Whatever the defects found so far
    leave unexplained (``equiv.diagnose.explain``) is isolated (``equiv.diagnose.isolate``) into a
-   new defect, until the observation is explained. A metamorphic property whose recipe passes on
+   new defect, until the observation is explained. A failing call history is re-run as the
+   smallest history that shows it (``equiv.diagnose.calls``). A metamorphic property whose recipe passes on
    its own is re-run through its relation's follow-up input (the poisoned batch, a row subset,
    reversed columns, a shifted copy, a second call of the same shape). The check is listed under
    every defect that explains part of it. A defect of a kind already found is merged into it.
@@ -38,7 +39,7 @@ import numpy as np
 from equiv.diagnose.explain import explained, merge_scopes, scope_of
 from equiv.diagnose.isolate import STATUS_KIND, Isolation, Residual
 from equiv.diagnose.probe import INDEX, OOV, VALUE, Prober
-from equiv.diagnose import render, sources
+from equiv.diagnose import calls, render, sources
 from equiv.diagnose.defect import Defect, Diagnosis
 from equiv.diagnose.taxonomy import KINDS
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
@@ -75,10 +76,10 @@ class _Suspect:
 
 # Features that, shared by two findings, say they have one cause (a family is not one of them:
 # two poison defects both need a poisoned row).
-CAUSAL_FEATURES = {"pad", "vocab", "tile", "dtype", "batch", "neighbours", "shift", "scale"}
+CAUSAL_FEATURES = {"pad", "offset", "mask", "vocab", "tile", "dtype", "batch", "neighbours", "shift", "scale"}
 
 
-_CALLS = {"non_contiguous": 1, "neighbour_rows": 3, "stale_output": 3}
+_CALLS = {"non_contiguous": 1, "misaligned_base": 1, "neighbour_rows": 3, "stale_output": 3}
 
 
 def _cost(suspect) -> int:
@@ -215,6 +216,8 @@ class _Work:
         if known is not None:                    # the same contract break, already isolated
             known.checks.append(check.name)
             return
+        if calls.is_history(check) and not calls.contract_break(check) and self._history(check):
+            return
         like = _likeness(check)
         owners = self.likes.get(like)
         if owners is not None and owners[1] >= LIKENESS_RUNS:
@@ -298,6 +301,17 @@ class _Work:
                 break
         return out
 
+    def _history(self, check) -> bool:
+        """A failing call history, re-run small (``equiv.diagnose.calls``); False if that shows
+        nothing (the check's own recipe is then re-run alone, as any check's)."""
+        found = calls.isolate(self.prober, check, self.k)
+        for finding in found:
+            _trace(check.name, "->", finding.kind, "at", finding.trigger.inputs)
+            s = self.add(finding)
+            if check.name not in s.checks:
+                s.checks.append(check.name)
+        return bool(found)
+
     def _mtp(self, check) -> None:
         consumer = sources.consumer_of(check)
         wanted = INDEX | OOV if consumer in ("greedy", "target_only") else INDEX | OOV | VALUE
@@ -333,8 +347,8 @@ class _Work:
         for s in list(self.suspects):
             others = [o for o in self.suspects if o is not s]
             triggers = [f.trigger for f in s.findings]
-            if not others or any(isinstance(t, _Unrun) or not self.residual(t, among=others).empty
-                                 for t in triggers):
+            if not others or any(not hasattr(t, "result") or not self.residual(t, among=others).empty
+                                 for t in triggers):          # a hang or a history is not re-judged
                 continue
             self.suspects.remove(s)
             for o in [o for o in others if any(o in self.explainers(t) for t in triggers)]:
@@ -369,7 +383,7 @@ def _likeness(check):
         r = Recipe.parse(check.recipe)
     except InvalidArgument:
         return None
-    return (stage, tuple(sorted(getattr(check, "parts", ()))), r.dtype, r.pad > 0,
+    return (stage, tuple(sorted(getattr(check, "parts", ()))), r.dtype, r.pad > 0, r.offset > 0,
             r.family == "poison_mix")
 
 

@@ -15,7 +15,12 @@ contract outcome and for the regression rule:
 - wrong index: rows whose index stands in the same relation to the exact one (an offset d --
   which also covers an index pushed past V --, the rank-r token, or any index fault when no
   relation holds), with their value faults;
-- non-contiguous: by the complement -- the faults that vanish when the same values are contiguous;
+- non-contiguous / misaligned base: by the complement -- the faults that vanish when the same
+  values are contiguous / start at the base of their storage;
+- mask position: rows with a -inf entry before a finite one, any wrong answer there;
+- confident rounding: rows answered exactly 1.0 where the exact probability is below 1;
+- vocabulary-specific: inputs at or past the failing V, other than the sizes seen passing;
+- output reused, after N calls: nothing in one call (only the call history shows them);
 - stale output: by the complement -- another input of the same shape gets the same answer;
 - neighbour rows: by the complement -- the failing row's answer moves when it is answered alone
   or among other neighbours;
@@ -32,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.diagnose.isolate import STATUS_KIND, _ranks, answer_ignores_input, neighbours_matter, rank_relation
+from equiv.diagnose.isolate import (STATUS_KIND, _ranks, answer_ignores_input, neighbours_matter, rank_relation,
+                                    rounded_to_one)
 from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 ALL = OOV | INDEX | VALUE | POISON | LEAK
@@ -77,6 +83,9 @@ def scope_of(finding) -> dict:
         scope["rows_from"] = int(rows.min()) if rows.size and rows.min() > 0 else 0
     elif kind == "shape_threshold":
         scope["min_vocab"] = t.inputs.vocab
+    elif kind == "vocab_specific":
+        scope["min_vocab"] = t.inputs.vocab
+        scope["passes_at"] = tuple(o.inputs.vocab for f, o in finding.necessary if f == "vocab above")
     elif kind == "dtype_specific":
         scope["dtypes"] = (t.inputs.dtype,)
     elif kind == "neighbour_rows":
@@ -90,7 +99,13 @@ def scope_of(finding) -> dict:
 
 # Kinds named by an input feature (a threshold, a dtype, a magnitude): on inputs with the feature
 # they account for any wrong answer of a healthy row, not only the way it showed at the trigger.
-_FEATURE_KINDS = ("batch_size", "shape_threshold", "dtype_specific", "magnitude")
+_FEATURE_KINDS = ("batch_size", "shape_threshold", "vocab_specific", "dtype_specific", "magnitude",
+                  "mask_position")
+# Kinds seen only in a history of calls (``equiv.diagnose.calls``): they account for that check
+# alone, never for the rows of one call.
+HISTORY_KINDS = ("output_reused", "after_n_calls")
+# Kinds explained by a complement: the same values in another layout.
+_LAYOUT = {"non_contiguous": "pad", "misaligned_base": "offset"}
 
 
 def merge_scopes(a: dict, b: dict) -> dict:
@@ -115,11 +130,15 @@ def explained(scope: dict, obs, prober) -> Explained:
     kind = scope["kind"]
     if kind in _STATUS_OF:
         return Explained(none.rows, status=obs.status == _STATUS_OF[kind])
+    if kind in HISTORY_KINDS:
+        return none
     if kind == "stale_output":
         return _stale(obs, prober, none)
+    layout = _LAYOUT.get(kind)
+    laid_out = layout is not None and getattr(obs.inputs, layout, 0)
     if obs.faults is None:
-        if kind == "non_contiguous" and obs.inputs.pad:
-            other = prober.observe(_contiguous(obs.inputs))
+        if laid_out:
+            other = prober.observe(_plain_layout(obs.inputs, layout))
             return Explained(none.rows, status=other.status in ("pass", "fail"))
         return none
     f = obs.faults
@@ -140,9 +159,9 @@ def explained(scope: dict, obs, prober) -> Explained:
         bits = INDEX | VALUE | (OOV if scope["relation"][0] == "offset" else 0)
     elif kind == "value_error":
         rows, bits = (f & INDEX) == 0, VALUE
-    elif kind == "non_contiguous":
-        if obs.inputs.pad:
-            other = prober.observe(_contiguous(obs.inputs))
+    elif layout is not None:
+        if laid_out:
+            other = prober.observe(_plain_layout(obs.inputs, layout))
             gone = f & ~(other.faults if other.faults is not None else 0)
             return Explained(gone, regression=bool((gone & VALUE).any()))
     elif kind == "neighbour_rows":
@@ -155,6 +174,12 @@ def explained(scope: dict, obs, prober) -> Explained:
             bits = ALL if scope["rows_from"] else bits
     elif kind == "shape_threshold":
         rows[:] = obs.inputs.vocab >= scope["min_vocab"]
+    elif kind == "vocab_specific":
+        rows[:] = obs.inputs.vocab >= scope["min_vocab"] and obs.inputs.vocab not in scope["passes_at"]
+    elif kind == "mask_position":
+        rows = _masked_before_finite(obs.ref.rows)
+    elif kind == "confident_rounding":
+        rows, bits = rounded_to_one(obs), VALUE
     elif kind == "dtype_specific":
         rows[:] = obs.inputs.dtype in scope["dtypes"]
     elif kind == "magnitude":
@@ -203,10 +228,19 @@ def _moves_alone(prober, obs) -> bool:
         alone.p[0], obs.p[b], rtol=2.0 ** -13, atol=0.0, equal_nan=True)
 
 
-def _contiguous(inputs):
+def _plain_layout(inputs, layout: str):
+    """The same values without the padding (``pad``) or the base offset (``offset``)."""
     if isinstance(inputs, RawInput):
         return RawInput(inputs.values, inputs.dtype, 0, inputs.label)
-    return inputs.with_(pad=0)
+    return inputs.with_(**{layout: 0})
+
+
+def _masked_before_finite(x) -> np.ndarray:
+    """[B] rows holding a -inf entry before a finite one (a mask not only at the end of the row)."""
+    finite = np.isfinite(x)
+    last = x.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)          # the last finite column
+    cols = np.arange(x.shape[1])[None, :]
+    return (np.isneginf(x) & (cols < last[:, None])).any(axis=1) & finite.any(axis=1)
 
 
 def _stale(obs, prober, none) -> Explained:

@@ -8,12 +8,15 @@ first unexplained row fault in the order OOV, POISON, LEAK, INDEX, VALUE, else t
 rule) and walks the input toward the blandest one (one Gaussian row, contiguous, float32),
 keeping each simplification under which the primary symptom stays unexplained:
 
-1. ``pad`` -> 0 (same values, contiguous rows);
+1. ``pad`` -> 0 (same values, contiguous rows); ``offset`` -> 0 (same values, base at the start
+   of the storage);
 2. family -> ``gaussian`` (same seed: a ``poison_mix`` batch keeps its healthy rows bit for bit);
+   a ``masked`` recipe's -inf blocks moved to the tail of each row (``mask="tail"``);
 3. dtype -> float32;
 4. V: the smallest failing size on a ladder of tile edges (first of the sizes, so that later
    calls are small); a V off the 1024-tile whose aligned size passes is a tile edge, a smallest
-   failing V above 33 a threshold, each only if two other seeds agree;
+   failing V above 33 a threshold, each only if two other seeds agree; a threshold with a
+   larger V of the ladder passing on three seeds is size-specific, not a threshold;
 5. call order: the same shape with another seed; an answer that does not follow its input is
    confirmed as stale on a fresh shape (first call right, second call gets the first's answer).
    It comes before anything that changes B (a cache keyed by shape answers a new shape right);
@@ -27,7 +30,8 @@ A feature that could not be removed is *necessary*; the passing variant that sho
 as its complement ("fails with pad = 1, passes with pad = 0 on the same values"), re-checked on
 the final trigger. A raw array only varies its padding, dtype, magnitude and neighbours. The kind
 follows ``equiv.diagnose.taxonomy``: a contract symptom names it, else the first necessary
-feature in the order above (magnitude only when the answer overflows: NaN, inf or 0), else the
+feature in the order above (magnitude only when the answer overflows: NaN, inf or 0; the
+``confident`` family only when the failing rows answer exactly 1.0), else the
 symptom on the bland input (placeholder probability when topk_p stays one constant while the
 exact probabilities move).
 """
@@ -42,6 +46,7 @@ from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 VOCAB_LADDER = (1, 2, 3, 8, 33, 129, 1000, 1024, 1025, 2049, 4097, 8193, 16385, 32000, 32769,
                 65537, 129280)
 THRESHOLD_VOCAB = 33            # a smallest failing V above this is a shape threshold
+ABOVE_VOCAB = 16385             # larger sizes tried to tell a threshold from a size-specific failure
 STATUS_KIND = {"hang": "hang", "crash": "crash", "input": "input_write", "format": "output_format"}
 _MAGNITUDE_FAMILIES = ("huge", "subnormal")
 _TIE_FAMILIES = ("ties_max", "near_ties", "bf16_quantized")
@@ -135,7 +140,7 @@ class Isolation:
             ok, seen = self.fails(candidate, primary)
             if ok:
                 cur = seen
-            elif feature in ("pad", "family", "dtype", "shift", "scale"):
+            elif feature in ("pad", "offset", "family", "mask", "dtype", "shift", "scale"):
                 necessary.append((feature, seen))
         if not isinstance(cur.inputs, RawInput) and cur.inputs.batch > 1 and not self.prober.exhausted:
             ok, seen = self.fails(cur.inputs.with_(batch=1), primary)   # later steps may free B
@@ -161,8 +166,10 @@ class Isolation:
             yield "neighbours", None
             return
         yield "pad", lambda r: r.with_(pad=0) if r.pad else None
+        yield "offset", lambda r: r.with_(offset=0) if r.offset else None
         yield "family", lambda r: (r.with_(family="gaussian", specials=0, ties=2, position="random")
                                    if r.family != "gaussian" else None)
+        yield "mask", lambda r: r.with_(mask="tail") if r.family == "masked" and r.mask != "tail" else None
         yield "dtype", lambda r: r.with_(dtype="float32") if r.dtype != "float32" else None
         yield "vocab", None                      # first of the sizes: later calls get cheap
         yield "call order", None                 # before anything that changes the shape
@@ -180,6 +187,8 @@ class Isolation:
         that feature alone removed) must pass, else the feature is dropped."""
         r = cur.inputs
         undo = {"pad": lambda: r.with_(pad=0) if r.pad else None,
+                "offset": lambda: r.with_(offset=0) if r.offset else None,
+                "mask": lambda: r.with_(mask="tail") if r.family == "masked" and r.mask != "tail" else None,
                 "family": lambda: (r.with_(family="gaussian", specials=0, ties=2, position="random")
                                    if r.family != "gaussian" else None),
                 "dtype": lambda: r.with_(dtype="float32") if r.dtype != "float32" else None,
@@ -248,7 +257,22 @@ class Isolation:
                 return found
         if v > THRESHOLD_VOCAB and passing is not None and self._holds(found.inputs, passing.inputs, primary):
             necessary.append(("vocab", passing))
+            above = self._passes_above(found, primary)
+            if above is not None:
+                necessary.append(("vocab above", above))
         return found
+
+    def _passes_above(self, found, primary):
+        """A larger V of the ladder (up to ``ABOVE_VOCAB``) that passes on three seeds where the
+        threshold V fails: the failure is specific to some sizes, not a threshold."""
+        r = found.inputs
+        for v in [v for v in VOCAB_LADDER if r.vocab < v <= ABOVE_VOCAB][:2]:
+            if self.prober.exhausted:
+                return None
+            ok, seen = self.fails(r.with_(vocab=v), primary)
+            if not ok and not any(self.fails(r.with_(vocab=v, seed=r.seed + s), primary)[0] for s in (1, 2)):
+                return seen
+        return None
 
     def _holds(self, failing, passing, primary, any_fail: bool = False) -> bool:
         """Not one seed's accident: two other seeds pass at ``passing`` and fail at ``failing``
@@ -291,16 +315,24 @@ class Isolation:
                   or (isinstance(cur.inputs, RawInput) and primary == LEAK))
         if "pad" in names:
             return "non_contiguous"
+        if "offset" in names:
+            return "misaligned_base"
         if primary == POISON:
             return "poison_made_finite"
         if "neighbours" in names and not poison:
             return "neighbour_rows"
         if poison:
             return "poison_leak"
+        if "mask" in names:
+            return "mask_position"
+        if "family" in names and family == "confident" and rounded_to_one(cur).any():
+            return "confident_rounding"
         if "dtype" in names:
             return "dtype_specific"
         if "batch" in names:
             return "batch_size"
+        if "vocab above" in names:
+            return "vocab_specific"
         if names & {"vocab", "tile"}:
             return "shape_threshold"
         if (names & {"shift", "scale"} or ("family" in names and family in _MAGNITUDE_FAMILIES)) \
@@ -333,6 +365,15 @@ class Isolation:
                          exact_hi=float(np.nanmax(exact)), other=other)
             return "placeholder_probability"
         return None
+
+
+def rounded_to_one(obs) -> np.ndarray:
+    """[B] rows whose topk_p is off only by being written 1.0 where the exact probability is below
+    1 (the confident rows' "close enough" shortcut)."""
+    if obs.p is None or obs.faults is None:
+        return np.zeros(0, dtype=bool)
+    off = (obs.faults & VALUE) != 0
+    return off & ((obs.faults & ~VALUE) == 0) & (obs.p == 1.0).all(axis=1) & (obs.ref.topk_p < 1.0).all(axis=1)
 
 
 def _overflow_signature(obs) -> bool:

@@ -21,6 +21,9 @@ Plan
   ``oov``.
 - The prober counts calls and stops at its deadline (``exhausted``); observations are cached per
   input unless ``fresh=True`` (the call-order tests need real repeated calls).
+- ``Prober.history(plan)`` runs a whole call history (``equiv.ops.draft_topk.history``) where the
+  candidate runs, for the call-history defects (``equiv.diagnose.calls``); the reply is judged
+  there, in the verdict process.
 """
 from __future__ import annotations
 
@@ -288,6 +291,19 @@ class Prober:
         obs = self._call(inputs, k, regression)
         self._cache[key] = obs
         return obs
+
+    def history(self, plan):
+        """A call history (``equiv.ops.draft_topk.history.HistoryPlan``) run where the candidate runs
+        (its runner's probe): the reply (host arrays), or None when it did not answer. Counts its calls."""
+        self.calls += plan.calls
+        for text in plan.recipes:
+            from equiv.ops.draft_topk.recipes import Recipe
+
+            r = Recipe.parse(text)
+            self._shapes.add((r.batch, r.vocab))
+        outcome = self.runner.probe("equiv.ops.draft_topk.history:probe", plan.payload(), timeout=self.timeout)
+        self.hung = self.hung or outcome.kind in ("timeout", "not_called")
+        return outcome.value if outcome.ok else None
 
     def _call(self, inputs, k: int, regression: bool = False) -> Observation:
         """The one call site: the candidate's runner (``equiv.run``: a supervised worker for a

@@ -19,7 +19,8 @@ import numpy as np
 from equiv.diagnose.probe import OOV, RawInput
 from equiv.diagnose.taxonomy import KINDS
 
-_FEATURE = {"pad": "the same values contiguous", "family": "the plain gaussian family, same seed",
+_FEATURE = {"pad": "the same values contiguous", "offset": "the same values at the base of their storage",
+            "family": "the plain gaussian family, same seed", "mask": "the same rows masked at the tail",
             "dtype": "float32", "shift": "no shift", "scale": "scale 1"}
 
 
@@ -43,6 +44,8 @@ def _literal(values: np.ndarray) -> str:
 
 def repro_of(finding, spec: str, k: int, device: str) -> str:
     t = finding.trigger
+    if getattr(t, "replay", None):                 # a call history: its own replay line
+        return t.replay
     check = getattr(t, "check", None)
     if check is not None:                          # not re-run: the check's own replay line
         return (check.repro or f"REPRO: equiv gate --candidate {spec} --k {k} --device {device}").splitlines()[0]
@@ -61,6 +64,8 @@ def repro_of(finding, spec: str, k: int, device: str) -> str:
 
 def _kind_facts(finding) -> list[str]:
     t, kind, facts = finding.trigger, finding.kind, finding.facts
+    if "evidence" in facts:                        # a call history says it in its own words
+        return [facts["evidence"]]
     if kind == "placeholder_probability":
         return [f"topk_p = {facts['constant']:g} on every row of two inputs whose exact probabilities "
                 f"run from {facts['exact_lo']:.3g} to {facts['exact_hi']:.3g}"]
@@ -101,6 +106,8 @@ def _complements(finding) -> list[str]:
             what = f"B = {comp.inputs.batch}"
         elif feature == "vocab":
             what = f"V = {comp.inputs.vocab}"
+        elif feature == "vocab above":
+            what = f"V = {comp.inputs.vocab} too (larger; three seeds)"
         else:
             what = f"{_FEATURE.get(feature, feature)} ({comp.inputs})"
         out.append(f"passes with {what}")

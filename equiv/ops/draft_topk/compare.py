@@ -487,11 +487,17 @@ def answer_problem(value, logits, k: int, device: str = "cpu") -> str | None:
     """One answer (host ``Array``s, as ``equiv.run`` returns them) judged on every row against the
     float64 reference of ``logits``: None, or the first failing stage's one-line detail. For
     answers judged outside ``compare`` (``equiv.ops.draft_topk.history``)."""
+    failed = answer_stage(value, logits, k, device)
+    return None if failed is None else f"{failed[0]}: {failed[1]}"
+
+
+def answer_stage(value, logits, k: int, device: str = "cpu") -> tuple | None:
+    """``answer_problem`` as data: None, or (the first failing stage's name, its detail)."""
     batch, vocab = logits.shape
     dtype = dtype_name(logits.dtype)
     problem = _contract(value, batch, vocab, k, dtype, device)
     if problem is not None:
-        return f"contract: {problem}"
+        return ("contract", problem)
     p_out, idx_out = value
     p, idx = p_out.values.astype(np.float64), idx_out.values
     ref = reference.softmax_topk(np.ascontiguousarray(_to_numpy(logits)), k)
@@ -500,5 +506,5 @@ def answer_problem(value, logits, k: int, device: str = "cpu") -> str | None:
     for check in (_index_check(ref, idx, tol.rtol, underflow_atol(fmt), rows),
                   _value_check(ref, p, idx, tol, fmt, rows)[0], _poison_check(ref, p, idx, tol, rows)):
         if not check.passed:
-            return f"{check.name}: {check.detail}"
+            return (check.name, check.detail)
     return None

@@ -18,8 +18,10 @@ Plan
   read right after the call, and every re-read of a kept output. Outputs are read by
   ``equiv.run.outcome.to_host`` (torch functions disabled; a tensor subclass crosses as Opaque).
 - ``judge(plan, reply)`` (the verdict process): each answer against the float64 reference of
-  its recipe (``compare.answer_problem``), and every re-read bit-identical to the answer it
-  re-reads. Returns the problems, one line each, first the earliest.
+  its recipe (``compare.answer_stage``), and every re-read bit-identical to the answer it
+  re-reads. Returns the problems, one line each, first the earliest; ``problems`` returns them
+  as data (``Problem``: what went wrong, at which call, the failing stage), which the property
+  hands to the gate as ``Check.parts`` for the diagnosis.
 - ``KINDS`` names what a run covered (the gate's coverage table, dimension ``history``).
 """
 from __future__ import annotations
@@ -46,6 +48,10 @@ class HistoryPlan:
     @property
     def calls(self) -> int:
         return len(self.recipes)
+
+    def payload(self) -> dict:
+        """What ``probe`` takes, where the candidate runs."""
+        return {"recipes": self.recipes, "rewrites": self.rewrites, "keep": self.keep, "k": self.k}
 
     def reach(self) -> dict:
         return {"history": list(KINDS), "calls per shape": f"{self.calls} at one shape "
@@ -91,7 +97,7 @@ def probe(fn, device, payload: dict) -> dict:
     return {"answers": answers, "rereads": rereads}
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     from equiv.run import Array
 
     if not (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)):
@@ -101,29 +107,60 @@ def _same(a, b) -> bool:
                for x, y in zip(a, b))
 
 
-def judge(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
-    """The problems of a history's reply, one line each (module docstring)."""
-    from equiv.ops.draft_topk.compare import answer_problem
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a history's reply, as data (``what``: ``in_place`` -- a wrong answer on the
+    storage rewritten in place --, ``run`` -- a wrong answer among fresh inputs of one shape --,
+    ``reread`` -- a kept output that changed); ``call`` is 0-based (for a re-read: the call after
+    which it changed, ``plan.calls`` at the end), ``of`` the call whose kept output changed,
+    ``stage`` the wrong answer's failing stage of compare (contract, index, value, poisoning)."""
+
+    what: str
+    call: int
+    line: str
+    of: int | None = None
+    stage: str | None = None
+    recipe: str | None = None                    # the input of the wrong answer, or of the kept output
+
+    @property
+    def parts(self) -> tuple:
+        """The data a failing check carries (``Check.parts``): ``history:WHAT`` and the stage."""
+        return (f"history:{self.what}",) + ((self.stage,) if self.stage else ())
+
+
+def problems(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
+    """The ``Problem`` s of a history's reply: the first wrong answer, then the first kept output
+    that changed (module docstring)."""
+    from equiv.ops.draft_topk.compare import answer_stage
     from equiv.ops.draft_topk.recipes import Recipe
 
-    problems = []
+    out = []
     answers = reply["answers"]
     for i, (text, value) in enumerate(zip(plan.recipes, answers)):
         recipe = Recipe.parse(text)
-        problem = answer_problem(value, recipe.build("cpu"), plan.k, device)
-        if problem is not None:
-            where = (f"call {i + 1} on one storage rewritten in place" if 0 < i < plan.rewrites
+        failed = answer_stage(value, recipe.build("cpu"), plan.k, device)
+        if failed is not None:
+            in_place = 0 < i < plan.rewrites
+            where = (f"call {i + 1} on one storage rewritten in place" if in_place
                      else f"call {i + 1} at [{recipe.batch}, {recipe.vocab}] (after {i} calls of this shape)")
-            problems.append(f"{where}, recipe {text}: {problem}")
+            out.append(Problem("in_place" if in_place else "run", i,
+                               f"{where}, recipe {text}: {failed[0]}: {failed[1]}", stage=failed[0],
+                               recipe=text))
             break
     for after, j, value in reply["rereads"]:
-        if not _same(value, answers[j]):
+        if not same_value(value, answers[j]):
             when = "at the end" if after >= plan.calls else f"after call {after + 1}"
-            problems.append(f"the outputs of call {j + 1}, kept alive, changed {when}: it reuses "
-                            f"its output buffers across calls, so a caller that keeps topk_p of "
-                            f"earlier draft steps reads the wrong values")
+            out.append(Problem("reread", after, f"the outputs of call {j + 1}, kept alive, changed {when}: "
+                               f"it reuses its output buffers across calls, so a caller that keeps "
+                               f"topk_p of earlier draft steps reads the wrong values", of=j,
+                               recipe=plan.recipes[j]))
             break
-    return problems
+    return out
+
+
+def judge(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
+    """The problems of a history's reply, one line each (module docstring)."""
+    return [p.line for p in problems(plan, reply, device)]
 
 
 def gate_coverage(stages, budget: str) -> dict:

@@ -237,7 +237,9 @@ def _host_values(r: Recipe):
     import torch
 
     rng = np.random.default_rng(r.seed)
-    vals = _base(rng, r, (r.batch, r.vocab)).astype(np.float32)
+    # row-major whatever the family's arithmetic left (``rng.permuted`` of the confident family
+    # returns a column-major array): the layout is the recipe's ``pad`` / ``offset`` alone
+    vals = np.ascontiguousarray(_base(rng, r, (r.batch, r.vocab)), dtype=np.float32)
     if r.family == "bf16_quantized":
         vals = torch.from_numpy(vals).to(torch.bfloat16).float().numpy()
     x = torch.from_numpy(vals).to(_torch_dtype(r.dtype))   # round once into the dtype
