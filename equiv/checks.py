@@ -43,10 +43,11 @@ class Check:
     outcome: str | None = None       # the CallOutcome.kind of a call that did not answer (timeout, exit, ...)
     recipe: str | None = None        # the input that failed, as a recipe (a tolerance check's)
     parts: tuple = ()                # the comparison's failed stages (contract, index, value, ...)
+    cause: str | None = None         # what broke the contract: format, oov or the CallOutcome.kind
 
     def to_json(self) -> dict:
         d = asdict(self)
-        for key in ("outcome", "recipe", "parts"):
+        for key in ("outcome", "recipe", "parts", "cause"):
             if not d[key]:
                 d.pop(key)
         if "parts" in d:

@@ -174,7 +174,8 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
                             duration_s=float(t.get("duration") or 0.0),
                             outcome=None if passed else t.get("call_kind"),
                             recipe=None if passed else t.get("recipe"),
-                            parts=() if passed else tuple(t.get("parts") or ())))
+                            parts=() if passed else tuple(t.get("parts") or ()),
+                            cause=None if passed else t.get("cause")))
     failed = [c for c in checks if not c.passed]
     if returncode not in (0, 1) or (returncode == 0) == bool(failed):
         checks.append(Check("properties", False, f"pytest exited {returncode}, which its "
@@ -235,7 +236,8 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                                                     if worst.worst_row is not None else "")
                 checks.append(Check(name, False, detail, counterexample=where, repro=worst.repro,
                                     duration_s=dt, outcome=worst.call_kind, recipe=worst.recipe,
-                                    parts=tuple(c.name for c in worst.failed_checks)))
+                                    parts=tuple(c.name for c in worst.failed_checks),
+                                    cause=worst.contract_cause))
     late = runner.settle()
     if late is not None:
         checks.append(Check("tolerance:late-write", False, f"the candidate {late}"))

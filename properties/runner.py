@@ -159,7 +159,7 @@ class Suite:
 
     def call(self, x, k: int | None = None, *, what: str = "the input") -> Output:
         """One call of the subject; a raise, a broken contract or a changed input fails."""
-        from equiv.ops.draft_topk.compare import _contract
+        from equiv.ops.draft_topk.compare import contract_break
         from equiv.run import Raw
 
         k = self.k if k is None else k
@@ -172,10 +172,10 @@ class Suite:
                           + (f"; its last output: {outcome.log_tail.splitlines()[-1][:200]}"
                              if outcome.log_tail else ""), kind=outcome.kind)
         if not outcome.ok:
-            self.fail(f"the subject {outcome.problem} on {what} {shape}")
-        problem = _contract(outcome.value, batch, vocab, k, dtype, str(x.device))
-        if problem is not None:
-            self.fail(f"contract broken on {what}: {problem}")
+            self.fail(f"the subject {outcome.problem} on {what} {shape}", cause=outcome.kind)
+        broken = contract_break(outcome.value, batch, vocab, k, dtype, str(x.device))
+        if broken is not None:
+            self.fail(f"contract broken on {what}: {broken.message}", cause=broken.cause)
         p, idx = outcome.value
         return Output(p.values.astype(np.float64), idx.values.astype(np.int64))
 
@@ -196,7 +196,7 @@ class Suite:
         repro = res.repro if raw is None else raw_repro(self.subject.name, raw, str(x.dtype)[6:], k)
         failed = ", ".join(c.name for c in res.failed_checks)
         self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro,
-                  recipe=res.recipe)
+                  recipe=res.recipe, cause=res.contract_cause)
 
     def abnormal(self, message: str, kind: str | None = None):
         """An abnormal end of the subject: stops a Hypothesis run at once (``AbnormalEnd``); in a
@@ -208,11 +208,15 @@ class Suite:
             raise AbnormalEnd(message)
         self.fail(message)
 
-    def fail(self, message: str, repro: str | None = None, recipe: str | None = None):
-        """Fail the property; ``recipe`` (the failing input's, when it is one) goes into the test's
-        record as data (the last one recorded is Hypothesis's final, shrunk example)."""
+    def fail(self, message: str, repro: str | None = None, recipe: str | None = None,
+             cause: str | None = None):
+        """Fail the property; ``recipe`` (the failing input's, when it is one) and ``cause`` (what
+        broke the contract: ``CheckResult.cause``) go into the test's record as data (the last one
+        recorded is Hypothesis's final, shrunk example)."""
         if recipe:
             self.request.node.user_properties.append(("equiv_recipe", str(recipe)))
+        if cause:
+            self.request.node.user_properties.append(("equiv_cause", str(cause)))
         text = f"{self.property} [{self.subject.name}]: {message}"
         if repro:
             text += "\n" + repro

@@ -72,6 +72,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default=None, help="comma-separated labels")
     ap.add_argument("--stages", default=None, help="passed to the draft gate (default: all)")
+    ap.add_argument("--verify-law", default=None, help="passed to the verify gate as --law (default: "
+                    "the gate's own; 'token' is the only law of releases before the losslessness judge)")
     args = ap.parse_args(argv)
     todo = candidates()
     if args.only:
@@ -79,8 +81,9 @@ def main(argv=None) -> int:
         todo = [c for c in todo if c[1] in keep]
     extra = ["--stages", args.stages] if args.stages else []
     with ThreadPoolExecutor(args.jobs) as pool:
+        law = ["--law", args.verify_law] if args.verify_law else []
         results = list(pool.map(lambda c: verdict(c[0], c[2], seed=args.seed,
-                                                  extra=extra if c[0] == "draft_topk" else []), todo))
+                                                  extra=extra if c[0] == "draft_topk" else law), todo))
     record = {f"{op}/{label}": r for (op, label, _), r in zip(todo, results)}
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=1, sort_keys=True)

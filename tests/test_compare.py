@@ -75,6 +75,20 @@ def test_int32_indices_and_out_of_range_fail_the_contract():
     assert "out of range" in compare(lambda l, k: (p, i + 100), x).check("contract").detail
 
 
+def test_a_broken_contract_says_its_cause_as_data():
+    """Diagnosis reads ``contract_cause``, never the wording: format, oov, or how the call ended."""
+    x = Recipe(batch=2, vocab=100).build()
+    p, i = equiv.get_path("softmax_topk")(x, 1)
+
+    def boom(l, k):
+        raise RuntimeError("no")
+
+    assert compare(lambda l, k: (p, i.int()), x).contract_cause == "format"
+    assert compare(lambda l, k: (p, i + 100), x).contract_cause == "oov"
+    assert compare(boom, x).contract_cause == "raised"
+    assert compare(lambda l, k: (p, i), x).contract_cause is None
+
+
 def test_a_raising_candidate_is_a_failed_contract_not_a_crash():
     def boom(l, k):
         raise RuntimeError("kernel launch failed")

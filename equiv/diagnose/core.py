@@ -251,11 +251,12 @@ class _Work:
             self.likes[like] = (owners, seen[1] + 1) if seen and seen[0] == owners else (owners, 1)
 
     def _contract_known(self, check):
-        """A defect of a contract kind already isolated whose break the check's detail names
-        (compare's own wording): the check is that defect without another call."""
-        detail = check.detail or ""
+        """A defect of a contract kind already isolated that broke the check's contract the same
+        way (``Check.cause``, else how its call ended): the check is that defect without another
+        call."""
+        cause = getattr(check, "cause", None) or getattr(check, "outcome", None)
         for s in self.suspects:
-            if any(p in detail for p in _CONTRACT_WORDING.get(s.kind, ())):
+            if cause in _CONTRACT_CAUSES.get(s.kind, ()):
                 return s
         return None
 
@@ -389,9 +390,9 @@ def _likeness(check):
 
 # How compare words a contract break of each contract kind (a shortcut for checks of a kind
 # already isolated; an index out of range is not one: it is read per row).
-_CONTRACT_WORDING = {"input_write": ("modified its input", "wrote past", "in place"),
-                     "output_format": ("has shape", "has dtype", "expected a tuple", "expected a torch.Tensor"),
-                     "crash": ("raised ",)}
+# A contract defect kind and the breaks (``Check.cause``: compare's ``ContractBreak.cause`` or
+# the ``CallOutcome.kind`` of the call) that are it.
+_CONTRACT_CAUSES = {"input_write": ("input",), "output_format": ("format",), "crash": ("raised",)}
 
 # How a call that stops a worker ended (``Check.outcome``: the ``CallOutcome.kind`` of
 # ``equiv.run``, or the properties stage's own time-out), and the defect kind it is.

@@ -112,23 +112,14 @@ class Observation:
 
 
 def _status(result) -> str:
+    """compare's verdict in one word, from its data: pass, fail (rows are wrong), or what broke
+    the contract (``CheckResult.cause``: an answer's format or range, or how the call ended)."""
     if result.passed:
         return "pass"
-    contract = result.check("contract")
-    if contract.passed:
+    cause = result.contract_cause
+    if cause is None:
         return "fail"
-    detail = contract.detail
-    if "did not return within" in detail:
-        return "hang"
-    if "modified its input" in detail or "wrote past" in detail:
-        return "input"
-    if detail.startswith("index out of range"):
-        return "oov"
-    if "did not return within" in detail:
-        return "hang"
-    if result.exception is not None or detail.startswith(("raised", "exited", "killed")):
-        return "crash"
-    return "format"
+    return {"oov": "oov", "format": "format"}.get(cause) or _OUTCOME_STATUS.get(cause, "crash")
 
 
 # How an abnormal end of the call (``equiv.run.outcome.KINDS``) reads as an observation's status.

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,6 +56,7 @@ class CheckResult:
     failing: int = 0
     total: int = 0
     worst_row: int | None = None
+    cause: str | None = None      # a failed contract's: "format", "oov", or how the call ended (CallOutcome.kind)
 
     def line(self) -> str:
         status = "pass" if self.passed else ("not run" if not self.ran else "FAIL")
@@ -95,6 +97,12 @@ class ComparisonResult:
 
     def check(self, name: str) -> CheckResult:
         return next(c for c in self.checks if c.name == name)
+
+    @property
+    def contract_cause(self) -> str | None:
+        """Why the contract failed, as data (``CheckResult.cause``); None when it held."""
+        contract = self.check("contract")
+        return None if contract.passed else contract.cause
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -139,10 +147,40 @@ def _fmt_rows(n: int, total: int, what: str = "rows") -> str:
 ALLOWED_P_DTYPES = ("float32", "float64")      # or the input dtype
 
 
-def _contract(out, batch: int, vocab: int, k: int, in_dtype: str, device: str):
+class ContractBreak(NamedTuple):
+    """Why an answer breaks the output contract: ``cause`` is ``format`` (type, shape, device,
+    dtype) or ``oov`` (an index outside [0, V)); ``message`` says it for people."""
+
+    cause: str
+    message: str
+
+
+def _contract(out, batch: int, vocab: int, k: int, in_dtype: str, device: str) -> str | None:
+    """None if the returned value meets the contract, else the reason (``contract_break``'s text)."""
+    broken = contract_break(out, batch, vocab, k, in_dtype, device)
+    return None if broken is None else broken.message
+
+
+def contract_break(out, batch: int, vocab: int, k: int, in_dtype: str, device: str) -> ContractBreak | None:
     """None if the returned value (host ``Array``s from ``equiv.run``) meets the contract, else
-    the reason. ``topk_p`` may be float32, float64 or the input dtype; outputs may be
+    why not, as data. ``topk_p`` may be float32, float64 or the input dtype; outputs may be
     non-contiguous."""
+    broken = _format_problem(out, batch, k, in_dtype, device)
+    if broken is not None:
+        return ContractBreak("format", broken)
+    idx_out = out[1]
+    if batch:
+        idx = idx_out.values
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= vocab:
+            bad = ((idx < 0) | (idx >= vocab)).any(axis=1)
+            row = int(np.flatnonzero(bad)[0])
+            return ContractBreak("oov", f"index out of range [0, {vocab}): {int(bad.sum())} / {batch} rows, "
+                                        f"first at row {row}: {idx[row].tolist()}")
+    return None
+
+
+def _format_problem(out, batch: int, k: int, in_dtype: str, device: str) -> str | None:
     from equiv.run import Array
 
     if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -161,14 +199,6 @@ def _contract(out, batch: int, vocab: int, k: int, in_dtype: str, device: str):
                 f"(float32, float64 or the input dtype)")
     if idx_out.dtype != "int64":
         return f"topk_index has dtype {idx_out.dtype}, expected int64"
-    if batch:
-        idx = idx_out.values
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= vocab:
-            bad = ((idx < 0) | (idx >= vocab)).any(axis=1)
-            row = int(np.flatnonzero(bad)[0])
-            return (f"index out of range [0, {vocab}): {int(bad.sum())} / {batch} rows, "
-                    f"first at row {row}: {idx[row].tolist()}")
     return None
 
 
@@ -447,14 +477,16 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
 
     outcome = pending.result()
     call_kind = outcome.kind
-    problem = outcome.problem if not outcome.ok else None
+    problem, cause = (outcome.problem, outcome.kind) if not outcome.ok else (None, None)
     if problem is None:
-        problem = _contract(outcome.value, batch, vocab, k, dtype, device)
+        broken = contract_break(outcome.value, batch, vocab, k, dtype, device)
+        if broken is not None:
+            problem, cause = broken.message, broken.cause
     if problem is not None:
         detail = problem
         if outcome.log_tail:
             detail += f"; its last output: {outcome.log_tail.splitlines()[-1][:200]}"
-        checks = [CheckResult("contract", False, detail, failing=batch, total=batch)]
+        checks = [CheckResult("contract", False, detail, failing=batch, total=batch, cause=cause)]
         return result(checks + [_not_run(n) for n in CHECKS[1:]], exception=outcome.traceback)
     out = outcome.value
     topk_p, topk_index = out
