@@ -73,3 +73,18 @@ def test_the_default_op_is_still_the_draft_top_k():
     res = cli("check", "--candidate", "softmax_topk", "--device", "cpu", "--recipe",
               "gaussian:seed=0,batch=2,vocab=1000")
     assert res.returncode == 0 and "softmax_topk k=1 float32 [2, 1000] on cpu: PASS" in res.stdout
+
+
+def test_the_law_asked_on_the_command_line_is_the_law_judged(tmp_path):
+    """``--law token`` reaches the judge through ``RunOptions`` (it once stopped at the op's
+    adapter: every verify gate judged the lossless law whatever was asked)."""
+    spec = "equiv.ops.verify.mutants:ratio_in_float16"     # lossless to the gate's draws; breaks the token law
+    verdicts = {}
+    for law in ("lossless", "token"):
+        js = tmp_path / f"{law}.json"
+        res = cli("gate", "--op", "verify", "--candidate", spec, "--device", "cpu", "--stages", "statistics",
+                  "--law", law, "--json", str(js))
+        data = json.loads(js.read_text())
+        assert data["stages"]["statistics"]["ran"]["law"] == law, res.stdout
+        verdicts[law] = res.returncode
+    assert verdicts == {"lossless": 0, "token": 1}

@@ -52,7 +52,7 @@ def _gate(options, *, stages, vocab=None, progress=None):
     from equiv.ops.verify.gate import run_verify_gate
 
     return run_verify_gate(options.spec, device=options.device, budget=options.budget, seed=options.seed,
-                           timeout=options.timeout, stages=stages, progress=progress)
+                           timeout=options.timeout, stages=stages, progress=progress, law=options.law)
 
 
 OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens",
