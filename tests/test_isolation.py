@@ -136,7 +136,7 @@ def test_a_static_output_buffer_is_caught_on_the_next_call():
     runner = runner_for(spec("static_output_buffer"), "cpu", timeout=30)
     assert runner.call(SMALL, 1).ok
     out = runner.call(SMALL.with_(seed=1), 1)
-    assert out.kind == "input" and "overwrote the outputs of its previous call" in out.problem
+    assert out.kind == "outputs" and "overwrote the outputs of its previous call" in out.problem
 
 
 @pytest.mark.parametrize("name", ["k1_only", "float64_probs", "non_contiguous_outputs"])

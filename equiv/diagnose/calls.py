@@ -16,6 +16,7 @@ starts afresh there), through the prober's history call (``Prober.history``):
   two inputs each in its own storage, must pass.
 - ``history:run``: ``RUN`` fresh inputs at one shape. The first wrong answer, at call N + 1 with
   N >= 1, that repeats no earlier answer, and again first at call N + 1 on a second fresh shape
+  with other inputs (seeds from ``OTHER_SEEDS``: an input-dependent bug fails elsewhere there)
   -> ``after_n_calls``; a wrong answer that repeats an earlier one is ``stale_output``.
 A check with no ``history:`` part runs all three. A wrong answer that breaks the contract, or a
 history that shows none of these, is left to the single-call path of ``equiv.diagnose.core``
@@ -31,6 +32,7 @@ import numpy as np
 from equiv.diagnose.isolate import Finding
 
 RUN = 160                        # calls of one shape the run tries (the quick history has 70)
+OTHER_SEEDS = 10_000             # the second run's first seed
 BATCH = 2
 _USED: set = set()               # shapes given to histories in this process
 _VOCABS = itertools.count(2003, 2)
@@ -61,17 +63,23 @@ def _fresh_vocab(prober) -> int:
     return v
 
 
-def _plan(n: int, k: int, rewrites: int = 0, keep: int = 1, vocab: int | None = None):
-    from equiv.ops.draft_topk.history import HistoryPlan
-    from equiv.ops.draft_topk.recipes import Recipe
+def _recipe(seed: int, vocab: int) -> str:
+    return f"gaussian:seed={seed},batch={BATCH},vocab={vocab},dtype=float32"
 
-    recipes = tuple(str(Recipe(seed=i, batch=BATCH, vocab=vocab, dtype="float32")) for i in range(n))
-    return HistoryPlan(recipes, rewrites, keep, k)
+
+def _plan(n: int, k: int, rewrites: int = 0, keep: int = 1, vocab: int | None = None, first_seed: int = 0):
+    """``n`` fresh gaussian inputs at ``[BATCH, vocab]``, seeds ``first_seed`` on."""
+    from equiv.ops.draft_topk.history import HistoryPlan
+
+    return HistoryPlan(tuple(_recipe(first_seed + i, vocab) for i in range(n)), rewrites, keep, k)
 
 
 def _replay(plan, spec: str, device: str) -> str:
+    first, vocab = _seed_of(plan.recipes[0]), _vocab_of(plan)
+    recipes = (f"tuple('{_recipe(0, vocab).replace('seed=0', 'seed=%d')}' % i for i in range({first}, "
+               f"{first + plan.calls}))")
     return (f"REPRO: python -c \"import equiv; from equiv.ops.draft_topk import history as h; "
-            f"p = h.HistoryPlan({plan.recipes!r}, {plan.rewrites}, {plan.keep}, {plan.k}); "
+            f"p = h.HistoryPlan({recipes}, {plan.rewrites}, {plan.keep}, {plan.k}); "
             f"print(h.judge(p, h.probe(equiv.load_candidate('{spec}'), '{device}', p.payload())))\"")
 
 
@@ -142,9 +150,9 @@ class _History:
         return Finding("stale_output", "history", self.trigger(plan, words, plan.recipes[1], reply["answers"][1]),
                        facts={"evidence": evidence})
 
-    def first_wrong(self):
+    def first_wrong(self, first_seed: int = 0):
         """(plan, reply, index of the first wrong answer or None) of a run at a fresh shape."""
-        plan = _plan(RUN, self.k, vocab=_fresh_vocab(self.prober))
+        plan = _plan(RUN, self.k, vocab=_fresh_vocab(self.prober), first_seed=first_seed)
         reply, found = self.run(plan)
         bad = [p for p in found or () if p.what == "run"]
         return plan, reply, (bad[0].call if bad else None)
@@ -161,8 +169,9 @@ class _History:
             evidence = f"call {n + 1} at [{BATCH}, {vocab}] returned the answer of an earlier call"
             return Finding("stale_output", "history", self.trigger(plan, f"{n + 1} calls of fresh inputs at "
                            f"[{BATCH}, {vocab}]", plan.recipes[n], wrong), facts={"evidence": evidence})
-        again = self.first_wrong()
-        if again[2] != n:
+        # other inputs (seeds far from the first run's: a fresh V alone keeps a row's first draws)
+        again = self.first_wrong(first_seed=OTHER_SEEDS)
+        if again[2] != n:                        # the inputs, not the count, decide: not this kind
             return None
         evidence = (f"the first {n} calls of a shape are right, call {n + 1} is not (the same at "
                     f"[{BATCH}, {vocab}] and at [{BATCH}, {_vocab_of(again[0])}], fresh shapes)")
@@ -175,6 +184,12 @@ def _vocab_of(plan) -> int:
     from equiv.ops.draft_topk.recipes import Recipe
 
     return Recipe.parse(plan.recipes[0]).vocab
+
+
+def _seed_of(text: str) -> int:
+    from equiv.ops.draft_topk.recipes import Recipe
+
+    return Recipe.parse(text).seed
 
 
 _BY_PART = {"history:reread": "reread", "history:in_place": "in_place", "history:run": "after_n"}

@@ -392,7 +392,8 @@ def _likeness(check):
 # already isolated; an index out of range is not one: it is read per row).
 # A contract defect kind and the breaks (``Check.cause``: compare's ``ContractBreak.cause`` or
 # the ``CallOutcome.kind`` of the call) that are it.
-_CONTRACT_CAUSES = {"input_write": ("input",), "output_format": ("format",), "crash": ("raised",)}
+_CONTRACT_CAUSES = {"input_write": ("input",), "output_format": ("format",), "crash": ("raised",),
+                    "output_reused": ("outputs",)}
 
 # How a call that stops a worker ended (``Check.outcome``: the ``CallOutcome.kind`` of
 # ``equiv.run``, or the properties stage's own time-out), and the defect kind it is.

@@ -47,7 +47,8 @@ VOCAB_LADDER = (1, 2, 3, 8, 33, 129, 1000, 1024, 1025, 2049, 4097, 8193, 16385, 
                 65537, 129280)
 THRESHOLD_VOCAB = 33            # a smallest failing V above this is a shape threshold
 ABOVE_VOCAB = 16385             # larger sizes tried to tell a threshold from a size-specific failure
-STATUS_KIND = {"hang": "hang", "crash": "crash", "input": "input_write", "format": "output_format"}
+STATUS_KIND = {"hang": "hang", "crash": "crash", "input": "input_write", "format": "output_format",
+               "outputs": "output_reused"}
 _MAGNITUDE_FAMILIES = ("huge", "subnormal")
 _TIE_FAMILIES = ("ties_max", "near_ties", "bf16_quantized")
 

@@ -124,7 +124,7 @@ def _status(result) -> str:
 
 # How an abnormal end of the call (``equiv.run.outcome.KINDS``) reads as an observation's status.
 _OUTCOME_STATUS = {"raised": "crash", "interrupt": "crash", "exit": "crash", "signal": "crash",
-                   "timeout": "hang", "not_called": "hang", "input": "input"}
+                   "timeout": "hang", "not_called": "hang", "input": "input", "outputs": "outputs"}
 
 
 def _host(a, dtype):

@@ -122,7 +122,10 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
                       seconds=time.perf_counter() - t0)
     problem = problem or next((p for p in (g.problem("after the device synchronized") for g in guards
                                            if g is not None) if p), None)
-    problem = problem or _outputs_overwritten(state) or late
+    kind = "input"
+    if problem is None and (overwritten := _outputs_overwritten(state)) is not None:
+        problem, kind = overwritten, "outputs"
+    problem = problem or late
     try:
         value = to_host(out)
     except Exception as exc:
@@ -131,7 +134,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
     state.remember(guards, _tensors(out))
     dt = time.perf_counter() - t0
     if problem is not None:
-        return CallOutcome(ok=False, value=value, kind="input", problem=problem, seconds=dt)
+        return CallOutcome(ok=False, value=value, kind=kind, problem=problem, seconds=dt)
     return CallOutcome(ok=True, value=value, seconds=dt)
 
 

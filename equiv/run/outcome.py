@@ -24,9 +24,10 @@ import numpy as np
 # exit:       its process ended (any exit code) before answering
 # signal:     its process was killed by a signal (a segfault, an abort)
 # timeout:    no answer within the time-out; the process was killed
-# input:      it modified its input, or wrote past it (guard bands), or overwrote earlier outputs
+# input:      it modified its input, or wrote past it (guard bands)
+# outputs:    the outputs an earlier call returned changed by this one (buffers recycled)
 # not_called: the candidate was not called (an earlier hang or too many abnormal ends)
-KINDS = ("raised", "interrupt", "exit", "signal", "timeout", "input", "not_called")
+KINDS = ("raised", "interrupt", "exit", "signal", "timeout", "input", "outputs", "not_called")
 ABNORMAL = ("interrupt", "exit", "signal", "timeout", "not_called")
 
 
