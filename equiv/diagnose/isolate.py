@@ -326,7 +326,7 @@ class Isolation:
             return "poison_leak"
         if "mask" in names:
             return "mask_position"
-        if "family" in names and family == "confident" and rounded_to_one(cur).any():
+        if (("family" in names and family == "confident") or primary == "regression") and _only_rounded(cur):
             return "confident_rounding"
         if "dtype" in names:
             return "dtype_specific"
@@ -368,13 +368,23 @@ class Isolation:
         return None
 
 
+CONFIDENT = 0.99                 # a top-1 probability above this is a confident row
+
+
 def rounded_to_one(obs) -> np.ndarray:
     """[B] rows whose topk_p is off only by being written 1.0 where the exact probability is below
-    1 (the confident rows' "close enough" shortcut)."""
+    1 (the confident rows' "close enough" shortcut): off by more than the value tolerance, or a
+    confident row (within the value tolerance, such a row fails the regression rule instead)."""
     if obs.p is None or obs.faults is None:
         return np.zeros(0, dtype=bool)
-    off = (obs.faults & VALUE) != 0
+    off = ((obs.faults & VALUE) != 0) | (obs.ref.topk_p[:, 0] > CONFIDENT)
     return off & ((obs.faults & ~VALUE) == 0) & (obs.p == 1.0).all(axis=1) & (obs.ref.topk_p < 1.0).all(axis=1)
+
+
+def _only_rounded(obs) -> bool:
+    """Some row is rounded to 1.0 and every row at fault is one of them."""
+    rounded = rounded_to_one(obs)
+    return bool(rounded.any()) and not ((obs.faults != 0) & ~rounded).any()
 
 
 def _overflow_signature(obs) -> bool:
