@@ -29,9 +29,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from equiv.errors import NoDeviceError
+from equiv.options import DEFAULT_VOCAB
 
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
-DEFAULT_VOCAB = 129280
 L2_FALLBACK_BYTES = 60 * 2 ** 20
 
 

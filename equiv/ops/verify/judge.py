@@ -60,6 +60,7 @@ from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,
                                    pit_values, rank_fit, row_alpha, support_problem)
 from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 CHECKS = ("contract", "support", "greedy", "acceptance", "distribution", "tail")
 LOSSLESS_CHECKS = ("contract", "support", "greedy", "marginal", "joint", "tail")
@@ -365,7 +366,7 @@ def _statistical_checks(found: _Findings, stats: dict, repro: str | None) -> lis
 
 
 def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: int = 0,
-              timeout: float | None = 60.0, progress=None, repro: str | None = None,
+              timeout: float | None = DEFAULT_TIMEOUT_S, progress=None, repro: str | None = None,
               law: str = "lossless") -> Verdict:
     """Judge ``candidate`` on ``cases`` under ``law`` (module docstring); ``spec`` names it in REPRO
     lines. ``repro`` is the REPRO of the statistical checks, which pool every case (default: the
