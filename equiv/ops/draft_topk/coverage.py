@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.options import DEFAULT_VOCAB
 from equiv.ops.draft_topk.space import HUGE_SHAPE, batch_draws, vocab_draws
 from equiv.validation import check_int
 
@@ -147,7 +148,7 @@ def reaches_huge(device: str, budget: str) -> bool:
     return str(device).startswith("cuda") and budget == "full"
 
 
-def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = 129280,
+def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = DEFAULT_VOCAB,
                    max_shape_elements: int = MAX_SHAPE_ELEMENTS, huge: bool = False) -> TolerancePlan:
     """The shapes of every family x dtype check (module docstring, plan 1); ``huge`` adds the
     shape past 2**31 elements (the gate: CUDA, full budget)."""

@@ -34,6 +34,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from equiv.options import DEFAULT_VOCAB
 from equiv.ops.draft_topk.coverage import EDGE_BATCHES
 from equiv.ops.draft_topk.confidence import BAND_NAMES
 from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES
@@ -71,14 +72,14 @@ SPECIAL_VALUES = (-math.inf, math.inf, math.nan, -0.0, 1e-45, -1e-45, 1.1754944e
                   1e4, -1e4)
 
 
-def vocabs(max_vocab: int = 129280, min_vocab: int = 1):
+def vocabs(max_vocab: int = DEFAULT_VOCAB, min_vocab: int = 1):
     sizes = [v for v in VOCABS + SPACE_VOCABS if min_vocab <= v <= max_vocab] or [max(min_vocab, 1)]
     low, high = max(min_vocab, 1), min(max_vocab, VOCAB_RANGE)
     return st.sampled_from(sizes) | st.integers(low, max(low, high))
 
 
 @st.composite
-def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = 129280, min_vocab: int = 1,
+def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = DEFAULT_VOCAB, min_vocab: int = 1,
             max_batch: int = MAX_BATCH, min_batch: int = 1, max_elements: int = MAX_ELEMENTS,
             pad: bool = True, huge_shifts: bool = True):
     """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
@@ -122,7 +123,7 @@ COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian"
                    ("masked", 14, 4097, 0), ("confident", 64, 32000, 0))
 
 
-def coverage_recipes(dtypes, *, max_vocab: int = 129280, max_batch: int = MAX_BATCH, min_vocab: int = 1):
+def coverage_recipes(dtypes, *, max_vocab: int = DEFAULT_VOCAB, max_batch: int = MAX_BATCH, min_vocab: int = 1):
     """``COVERAGE_SHAPES`` in every dtype, capped by the subject's budget (list of ``Recipe``)."""
     from equiv.ops.draft_topk.recipes import Recipe
 
