@@ -173,9 +173,9 @@ class _History:
             evidence = f"call {n + 1} at [{BATCH}, {vocab}] returned the answer of an earlier call"
             return Finding("stale_output", "history", self.trigger(plan, f"{n + 1} calls of fresh inputs at "
                            f"[{BATCH}, {vocab}]", plan.recipes[n], wrong), facts={"evidence": evidence})
-        # other inputs (seeds far from the first run's: a fresh V alone keeps a row's first draws)
         if _share_wrong(plan, reply, n, self.k, self.prober.device) < MOSTLY:
             return None                          # sporadic failures: the inputs decide, not the count
+        # other inputs (seeds far from the first run's: a fresh V alone keeps a row's first draws)
         again = self.first_wrong(first_seed=OTHER_SEEDS)
         # a wrong path may still be right on a few inputs (the call after the switch can pass by
         # luck): the other run's first wrong call must come at n + 1 or within SLACK calls after

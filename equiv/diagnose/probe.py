@@ -286,10 +286,10 @@ class Prober:
     def history(self, plan):
         """A call history (``equiv.ops.draft_topk.history.HistoryPlan``) run where the candidate runs
         (its runner's probe): the reply (host arrays), or None when it did not answer. Counts its calls."""
+        from equiv.ops.draft_topk.recipes import Recipe
+
         self.calls += plan.calls
         for text in plan.recipes:
-            from equiv.ops.draft_topk.recipes import Recipe
-
             r = Recipe.parse(text)
             self._shapes.add((r.batch, r.vocab))
         outcome = self.runner.probe("equiv.ops.draft_topk.history:probe", plan.payload(), timeout=self.timeout)
