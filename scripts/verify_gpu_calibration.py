@@ -4,18 +4,20 @@ Plan (each part writes its rows as soon as it ends, and no part starts after ``-
 
 1. ``gate``: the whole quick verify gate command, ``python -m equiv gate --op verify --candidate
    torch_sampler --device D``, three times; its median wall time (and each run's).
-2. ``null``: ``--runs`` runs (1000) of the correct ``torch_sampler`` on the quick plan's
-   statistical stage under the lossless law (``equiv.ops.verify.calibration.run_calibration``:
-   each run with its own generator seeds); failed runs, their rate and its one-sided 95 % bound.
-3. ``power``: ``--power-runs`` runs of ``biased_sampler(shape, tv)`` (the drawn token ``tv``
-   from its exact law in total variation; shapes sharper, flatter, swap_top2) for tv 0.01 and
-   0.02 on the power plan: the quick plan's realistic case at V = 129280 with ``--rows`` rows
-   (each row one draw of every position; default 1536 and 6144). The rows a run needs for a
-   power of 0.95 at tv 0.01 is read off the ``--rows`` list (one power row per value).
+2. ``null``: ``--runs`` runs (1000) of the correct ``torch_sampler`` on the statistical stage
+   of the quick gate on this device (on a GPU with its power case: ``plans.POWER``) under the
+   lossless law (``equiv.ops.verify.calibration.run_calibration``: each run with its own
+   generator seeds, ``--seed`` the first run); failed runs, their rate and its one-sided 95 % bound.
+3. ``power``: ``--power-runs`` runs of ``biased_sampler(shape, tv, at="emitted")`` (every
+   position the verifier reaches emits a law ``tv`` from the target's, in total variation;
+   shapes sharper, flatter, swap_top2) for each ``--tv`` on the same plan, with the power case
+   in ``--parts`` calls (default: the plan's own; one power row per value).
 
 Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
 docs/verify.md quotes) and ``DIR/gate_times.json``. ``--small`` runs the same parts at CPU scale
-(20 null runs, 3 power runs at V = 4097, one gate run) to test the script.
+(20 null runs, 3 power runs with the power case at V = 4097, 256 rows x 2 calls, one gate run)
+to test the script. ``--parts-only gate,null,power`` picks the parts (to split the work over
+commands: the second half of the null runs with ``--seed 501 --runs 500``).
 
     PYTHONPATH=. python3 scripts/verify_gpu_calibration.py --out DIR
 """
@@ -45,18 +47,24 @@ def gate_times(device: str, repeats: int) -> dict:
             "median_s": statistics.median(times), "exit_codes": codes}
 
 
-def power_cases(rows: int, vocab: int):
-    from equiv.ops.verify.plans import statistical_cases
+def plan_cases(device: str, parts: int | None, small: bool):
+    """The quick gate's statistical cases on ``device`` with the power case in ``parts`` calls
+    (default: the plan's own); with ``small``, a power case at V = 4097, 256 rows x ``parts or 2``."""
+    from equiv.ops.verify.plans import POWER, power_cases, statistical_cases
 
-    base = next(c for c in statistical_cases("quick") if c.recipe.family == "realistic" and c.recipe.draft == "probs")
-    return [replace(base, recipe=base.recipe.with_(vocab=vocab, batch=rows - rows % base.recipe.problems))]
+    if parts is None and not small and device.startswith("cuda"):
+        return statistical_cases("quick", device=device)
+    base = statistical_cases("quick")                  # the CPU plan: no power case
+    first = power_cases("quick", index=len(base))[0]
+    recipe = first.recipe.with_(vocab=4097, batch=256) if small else first.recipe
+    count = parts or (2 if small else POWER["quick"][1])
+    return base + [replace(first, recipe=recipe.with_(part=k + 1), seed=first.seed + k) for k in range(count)]
 
 
 def main(argv=None) -> int:
     from equiv.devices import resolve_device
     from equiv.ops.verify.calibration import _row, biased_sampler, reached_tv, run_calibration, run_draws_once
     from equiv.ops.verify.paths import torch_sampler
-    from equiv.ops.verify.plans import statistical_cases
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -64,7 +72,10 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="CPU scale: tests the script")
     ap.add_argument("--runs", type=int, default=None, help="null runs (default 1000; 20 with --small)")
     ap.add_argument("--power-runs", type=int, default=None, help="runs per power row (default 20; 3 with --small)")
-    ap.add_argument("--rows", default=None, help="rows of the power plan, comma-separated (default 1536,6144)")
+    ap.add_argument("--parts", default=None, help="calls of the power case, comma-separated (default: the plan's)")
+    ap.add_argument("--tv", default="0.01,0.02")
+    ap.add_argument("--seed", type=int, default=1, help="the first run's seed")
+    ap.add_argument("--parts-only", default="gate,null,power")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--deadline-s", type=float, default=420.0)
     args = ap.parse_args(argv)
@@ -72,8 +83,8 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     runs = args.runs if args.runs is not None else (20 if args.small else 1000)
     power_runs = args.power_runs if args.power_runs is not None else (3 if args.small else 20)
-    rows_list = [int(r) for r in (args.rows or ("256" if args.small else "1536,6144")).split(",")]
-    vocab = 4097 if args.small else 129280
+    parts_list = [int(p) for p in args.parts.split(",")] if args.parts else [None]
+    only = set(args.parts_only.split(","))
     os.makedirs(args.out, exist_ok=True)
     out_rows = []
 
@@ -89,29 +100,35 @@ def main(argv=None) -> int:
             return True
         return False
 
-    times = gate_times(device, 1 if args.small else 3)
-    with open(os.path.join(args.out, "gate_times.json"), "w") as f:
-        json.dump(times, f, indent=2)
-    emit(times)
-    if not late("null"):
+    if "gate" in only:
+        times = gate_times(device, 1 if args.small else 3)
+        with open(os.path.join(args.out, "gate_times.json"), "w") as f:
+            json.dump(times, f, indent=2)
+        emit(times)
+    if "null" in only and not late("null"):
+        cases = plan_cases(device, None, args.small)
         t0 = time.perf_counter()
-        fails = run_calibration(torch_sampler, statistical_cases("quick"), runs, device=device, seed=1,
-                                workers=args.workers)
-        emit({"part": "null", "law": "lossless", "device": device,
+        fails = run_calibration(torch_sampler, cases, runs, device=device, seed=args.seed,
+                                workers=args.workers, guarded=False)
+        emit({"part": "null", "law": "lossless", "device": device, "first_seed": args.seed,
+              "rows": sum(c.recipe.batch * c.calls for c in cases),
               **_row({"verifier": "torch_sampler", "plan": "quick", "tv": 0.0, "shape": "-"}, fails, runs),
               "seconds": round(time.perf_counter() - t0, 1)})
-    for rows in rows_list:
-        cases = power_cases(rows, vocab)
-        for tv in (0.01, 0.02):
+    for parts in parts_list if "power" in only else ():
+        cases = plan_cases(device, parts, args.small)
+        for tv in (float(t) for t in args.tv.split(",")):
             for shape in SHAPES:
-                if late(f"power {shape} {tv} rows {rows}"):
+                if late(f"power {shape} {tv} parts {parts}"):
                     continue
-                fn = biased_sampler(shape, tv)
+                fn = biased_sampler(shape, tv, at="emitted")
                 t0 = time.perf_counter()
-                fails = run_calibration(fn, cases, power_runs, device=device, seed=1, workers=args.workers)
-                emit({"part": "power", "law": "lossless", "device": device, "vocab": vocab, "rows": rows,
+                fails = run_calibration(fn, cases, power_runs, device=device, seed=args.seed,
+                                        workers=args.workers, guarded=False)
+                emit({"part": "power", "law": "lossless", "device": device, "vocab": cases[-1].recipe.vocab,
+                      "rows": sum(c.recipe.batch * c.calls for c in cases),
                       **_row({"verifier": fn.__name__, "shape": shape, "tv": tv}, fails, power_runs),
-                      "reached_tv": round(reached_tv(cases, run_draws_once(fn, cases, device), shape, tv), 5),
+                      "reached_tv": round(reached_tv(cases, run_draws_once(fn, cases, device), shape, tv,
+                                                     at="emitted"), 5),
                       "seconds": round(time.perf_counter() - t0, 1)})
     write_table(args.out, out_rows, time.perf_counter() - t_start)
     return 0

@@ -79,6 +79,40 @@ def test_continuation_draws_from_the_target():
     assert np.abs(np.bincount(seq[:, 1], minlength=5) / r.batch - p1 / p1.sum()).max() < 0.03
 
 
+def _score(law, x):
+    mean = float((law * law).sum())
+    var = float((law ** 3).sum()) - mean ** 2
+    n = x.size
+    return {"target": (law[x] - mean, np.full(n, var), np.full(n, law.max()))}
+
+
+def test_score_tests_pass_exact_draws_and_fail_a_law_moved_to_the_head_by_tv_0_01():
+    rng = np.random.default_rng(4)
+    V, N = 5000, 200000
+    law = rng.dirichlet(np.full(V, 0.3))
+    alt = law ** 2 / (law ** 2).sum()
+    e = 0.01 / (0.5 * np.abs(alt - law).sum())
+    for probs, fails in ((law, False), ((1 - e) * law + e * alt, True)):
+        x = rng.choice(V, N, p=probs)
+        (t,) = lossless.score_tests(_score(law, x), np.full(N, "g"), alpha=1e-5)
+        assert t["failed"] is fails, t
+
+
+def test_score_tests_hold_their_level_on_a_confident_law_where_a_normal_approximation_would_not():
+    # One token of mass 0.999: the rare others carry the whole variance. Two rare tokens among
+    # 100 draws (probability ~0.005) are 6 standard deviations out, so a z-test would fail about
+    # one sample in 200 at any alpha; Bernstein's bound holds at every sample size.
+    rng = np.random.default_rng(5)
+    law = np.array([0.999] + [0.001 / 9] * 9)
+    z_fails = fails = 0
+    for _ in range(2000):
+        x = rng.choice(10, 100, p=law)
+        (t,) = lossless.score_tests(_score(law, x), np.full(100, "g"), alpha=1e-4)
+        z_fails += abs(t["z"]) > 4.5
+        fails += t["failed"]
+    assert z_fails > 0 and fails == 0
+
+
 @pytest.fixture(scope="module")
 def small_plans():
     from dataclasses import replace

@@ -77,3 +77,31 @@ def test_every_drawn_recipe_has_a_well_defined_law(recipe):
     pr = recipe.make_problems()
     laws = rv.emission_laws(pr.tokens, pr.draft, pr.target)
     assert np.allclose(laws.sum(-1), 1.0, atol=1e-9)
+
+
+def test_parts_share_their_problems_and_draw_fresh_drafts_from_q():
+    """A large sample splits into parts: same problems (one cache entry), fresh drafts each,
+    distributed as q (the row-drawn part 0 and a vectorised part agree in law)."""
+    base = VerifyRecipe(family="realistic", seed=3, batch=4000, n=1, vocab=7, problems=1, drafts="sampled")
+    one, two = base.with_(part=1), base.with_(part=2)
+    assert VerifyRecipe.parse(str(two)) == two and "part=2" in str(two)
+    assert one.problem_key() == two.problem_key() == base.problem_key()
+    assert one.make_problems() is base.make_problems()
+    assert (one.row_tokens() != two.row_tokens()).any() and (one.row_tokens() != base.row_tokens()).any()
+    q = base.make_problems().draft[0, 0].astype(np.float64)
+    for r in (base, one, two):
+        assert np.abs(np.bincount(r.row_tokens()[:, 0], minlength=7) / r.batch - q / q.sum()).max() < 0.03
+
+
+def test_the_power_case_runs_on_a_gpu_only():
+    from equiv.ops.verify.plans import POWER, statistical_cases
+
+    cpu, gpu = statistical_cases("quick"), statistical_cases("quick", device="cuda:0")
+    rows, parts = POWER["quick"]
+    extra = gpu[len(cpu):]
+    assert gpu[:len(cpu)] == cpu and len(extra) == parts
+    assert {c.recipe.part for c in extra} == set(range(1, parts + 1))
+    assert {(c.recipe.vocab, c.recipe.batch, c.recipe.drafts) for c in extra} == {(129280, rows, "sampled")}
+    assert len({c.seed for c in extra}) == parts
+    (token,) = statistical_cases("quick", device="cuda", law="token")[len(cpu):]
+    assert token.calls == parts and token.recipe.drafts == "fixed"

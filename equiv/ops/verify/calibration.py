@@ -43,8 +43,8 @@ def _alternative(law, shape: str):
         alt = law ** 0.5
     elif shape == "swap_top2":                   # only where the second token has mass: the
         numpy = isinstance(law, np.ndarray)          # support must stay the law's
-        top = (np.argsort(-law, axis=1, kind="stable") if numpy
-               else law.argsort(dim=1, descending=True, stable=True))[:, :2]
+        top = (np.argsort(-law, axis=1, kind="stable")[:, :2] if numpy
+               else law.topk(2, dim=1).indices)
         take = (lambda t, i: np.take_along_axis(t, i, 1)) if numpy else (lambda t, i: t.gather(1, i))
         a, b = take(law, top[:, :1]), take(law, top[:, 1:])
         where = np.where if numpy else __import__("torch").where
@@ -61,44 +61,79 @@ def _alternative(law, shape: str):
     return alt / alt.sum(1, keepdims=True) if isinstance(alt, np.ndarray) else alt / alt.sum(1, keepdim=True)
 
 
-def biased_sampler(shape: str, tv: float):
-    """A verifier whose drawn tokens are ``tv`` away from their exact law (module docstring)."""
+AT = ("drawn", "emitted")
+
+
+def biased_sampler(shape: str, tv: float, at: str = "drawn"):
+    """A verifier whose drawn tokens are biased by ``tv`` in total variation (module docstring):
+    ``at="drawn"``: the drawn token's law is ``tv`` from its exact law; ``at="emitted"``: the
+    bias of the drawn token is scaled so that every position the verifier reaches emits a law
+    ``tv`` from the target's ``p_j`` (averaged over drafts drawn from ``q``: the law of the
+    position is ``min(p, q) + Z ((1 - e) R + e A)`` with ``Z = sum max(0, p - q)``, so
+    ``e = tv / (Z TV(A, R))``; ``Z = 1`` at the bonus) -- what the losslessness judge sees."""
     import torch
 
     from equiv.ops.verify.paths import acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf
+    from equiv.validation import check_choice
 
     _alternative(np.ones((1, 2)) / 2, shape)                  # an unknown shape fails here
+    check_choice("at", at, AT)
 
     def biased(d, q, p, g):
         u = torch.rand(d.shape, generator=g, device=p.device)
         u_draw = torch.rand((d.shape[0], 1), generator=g, device=p.device, dtype=torch.float64)
         stop = first_rejection(acceptance_ratio(d, q, p), u)
         law = drawn_law(d, q, p, stop).double()
-        law = law / law.sum(1, keepdim=True)
+        mass = law.sum(1, keepdim=True)
+        law = law / mass
         alt = _alternative(law, shape)
         dist = 0.5 * (alt - law).abs().sum(1, keepdim=True)
+        if at == "emitted":                       # the residual's share of the position's law
+            rows = torch.arange(d.shape[0], device=p.device)
+            dist = dist * mass / p[rows, stop].double().sum(1, keepdim=True)
         e = torch.where(dist > 0, (tv / dist).clamp(max=1.0), torch.zeros_like(dist))
         return emit(d, stop, inverse_cdf((1 - e) * law + e * alt, u_draw))
-    biased.__name__ = f"biased_{shape}_{tv:g}"
+    biased.__name__ = f"biased_{shape}_{tv:g}" + ("_emitted" if at == "emitted" else "")
     return biased
 
 
-def reached_tv(cases, drawn, shape: str, tv: float) -> float:
-    """Mean TV between the biased and the exact law over the tokens the runs drew."""
-    from equiv.ops.verify.laws import _law, _stops
+def reached_tv(cases, drawn, shape: str, tv: float, at: str = "drawn") -> float:
+    """Mean TV between the biased and the exact law over the tokens the runs drew (``at="drawn"``:
+    of the drawn token; ``"emitted"``: of the position's law, ``Z`` times the drawn token's)."""
+    from equiv.ops.verify.laws import _stops
 
     total = weight = 0.0
     for case, dr in zip(cases, drawn):
         r = case.recipe
-        laws = _law(r, True).drawn.reshape(-1, r.vocab)
+        laws, share = _drawn_laws(r)
         drawable = laws.sum(1) > 0                           # residuals never drawn have no law
         dist = np.zeros(laws.shape[0])
         dist[drawable] = 0.5 * np.abs(_alternative(laws[drawable], shape) - laws[drawable]).sum(1)
+        if at == "emitted":
+            dist = dist * share
         stop = _stops(r, dr.outputs)
         level = (np.broadcast_to(r.rows(), stop.shape) * (r.n + 1) + stop).ravel()
         total += np.minimum(dist, tv)[level].sum()
         weight += level.size
     return total / max(weight, 1)
+
+
+def _drawn_laws(recipe):
+    """``(laws [L, V], share [L])``: each level's drawn law normalised -- the residual
+    ``max(0, p - q)`` (``p`` without the draft for one-hot drafts, the problem's fixed draft) or
+    ``p_n`` -- and its mass relative to ``p_j`` (``Z``; 1 at the bonus)."""
+    pr = recipe.make_problems()
+    n = recipe.n
+    p = pr.target.astype(np.float64)
+    law = p.copy()
+    if pr.draft is not None:
+        law[:, :n] = np.maximum(0.0, p[:, :n] - pr.draft.astype(np.float64))
+    else:
+        np.put_along_axis(law[:, :n], pr.tokens[:, :, None], 0.0, axis=-1)
+    mass = law.sum(-1)
+    share = mass / p.sum(-1)
+    law = law / np.where(mass > 0, mass, 1.0)[..., None]
+    return law.reshape(-1, recipe.vocab), share.reshape(-1)
 
 
 def _judge_run(args):
@@ -110,28 +145,39 @@ def _judge_run(args):
 
 
 def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: int = 50,
-                    workers: int = 1, law: str = "lossless") -> list:
-    """The failed checks of each of ``runs`` runs of ``fn`` on ``cases`` (module docstring)."""
+                    workers: int = 1, law: str = "lossless", guarded: bool = True) -> list:
+    """The failed checks of each of ``runs`` runs of ``fn`` on ``cases`` (module docstring);
+    ``guarded=False`` skips the guard bands (our own samplers: they write nothing)."""
     from multiprocessing import get_context
 
     from equiv.ops.verify.calls import Draws, draw
 
     failures = []
     pool = get_context("fork").Pool(workers) if workers > 1 else None
+    pending = []
     try:
         for lo in range(0, runs, chunk):
             span = range(lo, min(lo + chunk, runs))
             per_run = [[] for _ in span]
             for case in cases:
-                seeds = [s + (seed + r) * _RUN_STRIDE for r in span for s in case.seeds]
-                got = draw(fn, device, {"recipe": str(case.recipe), "seeds": seeds})
-                k = len(case.seeds)
+                # The replay (the last seed) is the contract's check, not the statistics': one
+                # call per seed here, its first output stands in for the replay (our samplers).
+                k = len(case.seeds) - 1
+                seeds = [s + (seed + r) * _RUN_STRIDE for r in span for s in case.seeds[:k]]
+                got = draw(fn, device, {"recipe": str(case.recipe), "seeds": seeds, "guarded": guarded})
                 for i, r in enumerate(span):
                     outs = got["outputs"][i * k:(i + 1) * k]
                     problem = got["problem"] if len(outs) < k else None
-                    per_run[i].append(Draws(str(case.recipe), tuple(seeds[i * k:(i + 1) * k]), outs, problem))
+                    outs = np.concatenate([outs, outs[:1]]) if len(outs) else outs
+                    mine = seeds[i * k:(i + 1) * k]
+                    per_run[i].append(Draws(str(case.recipe), tuple(mine + mine[:1]), outs, problem))
             jobs = [(cases, per_run[i], seed + r, law) for i, r in enumerate(span)]
-            failures += pool.map(_judge_run, jobs) if pool else [_judge_run(j) for j in jobs]
+            if pool:                              # judged while the next chunk draws
+                pending.append(pool.map_async(_judge_run, jobs))
+            else:
+                failures += [_judge_run(j) for j in jobs]
+        for p in pending:
+            failures += p.get()
     finally:
         if pool:
             pool.close()

@@ -49,8 +49,8 @@ def _diagnose(target, verdict, budget, seed, device, spec, timeout):
 
     token = None
     if verdict.law == "lossless" and any(c.check in ("marginal", "joint", "tail") for c in verdict.failed):
-        token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token"), device=device,
-                          spec=spec, seed=seed, timeout=timeout, law="token")
+        token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token", device=device),
+                          device=device, spec=spec, seed=seed, timeout=timeout, law="token")
     return diagnose(verdict, token)
 
 
@@ -121,8 +121,8 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         else:
             again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
                      f"--seed {seed} --device {device}" + (" --law token" if law == "token" else ""))
-            verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law), device=device,
-                                spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
+            verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law, device=device),
+                                device=device, spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
             calls += verdict.calls
             diagnosis = _diagnose(target, verdict, budget, seed, device, spec, timeout) if not verdict.passed else None
             got = _gate_checks("statistics", verdict, time.perf_counter() - t0)

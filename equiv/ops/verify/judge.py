@@ -59,6 +59,7 @@ from equiv.ops.verify.calls import run_draws
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,
                                    pit_values, rank_fit, row_alpha, support_problem)
+from equiv.ops.verify.lossless import LOSSLESS_TVD_FLOOR, SCORE_FLOOR, score_tests
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
@@ -67,7 +68,7 @@ LOSSLESS_CHECKS = ("contract", "support", "greedy", "marginal", "joint", "tail")
 LAWS = ("lossless", "token")
 LAW_CHECKS = {"lossless": LOSSLESS_CHECKS, "token": CHECKS}
 _SHARE = {"token": {"acceptance": 0.4, "pit": 0.2, "rank": 0.2, "tail": 0.2},
-          "lossless": {"pit": 0.25, "rank": 0.25, "joint": 0.25, "tail": 0.25}}
+          "lossless": {"pit": 0.2, "rank": 0.2, "score": 0.2, "joint": 0.2, "tail": 0.2}}
 FAMILY_ALPHA = 1e-4
 EFFICIENCY_FLOOR, EFFICIENCY_Z = 0.02, 4.0     # a note (not a failure) below the token optimum
 
@@ -241,6 +242,7 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
         u, groups, cells, expected, tail = (got[k] for k in ("u", "groups", "cells", "expected", "tail"))
         for label, pairs in got["joint"].items():
             stats["joint"].setdefault(label, []).append(pairs)
+        stats["scores"].append(got["scores"])
     stats["u"].append(u)
     stats["groups"].append(groups)
     stats["cells"].append(cells)
@@ -264,29 +266,40 @@ def _case_of(stats, group):
 
 
 def _binned_checks(found, stats, name, repro, share) -> VerifyCheck | None:
-    """PIT and rank-cell tests of the drawn (token law) or emitted (lossless) tokens."""
+    """PIT and rank-cell tests of the drawn (token law) or emitted (lossless) tokens, and under
+    the lossless law the score tests (lossless.py)."""
     u = np.concatenate(stats["u"]) if stats["u"] else np.zeros(0)
     if u.size < 5 * PIT_BINS:
         return VerifyCheck(name, False, f"nothing checked: {u.size} tokens, fewer than the {5 * PIT_BINS} "
                                         f"a chi-square needs")
+    floor = TVD_FLOOR if found.law == "token" else LOSSLESS_TVD_FLOOR
     groups = np.concatenate(stats["groups"])
-    fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA * share["pit"], tvd_floor=TVD_FLOOR, bins=PIT_BINS)
+    fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA * share["pit"], tvd_floor=floor, bins=PIT_BINS)
     ranks = rank_fit(np.concatenate(stats["cells"]), np.concatenate(stats["expected"]), groups,
-                     alpha=FAMILY_ALPHA * share["rank"])
-    failed = [(t.group, t.n, f"chi-square {t.chi2:.1f} over {t.bins} PIT bins", t.p_value, t.tvd,
-               len(fit.tests), share["pit"]) for t in fit.tests if t.failed]
+                     alpha=FAMILY_ALPHA * share["rank"], floor=floor)
+    scores = score_tests({k: tuple(np.concatenate([s[k][i] for s in stats["scores"]]) for i in range(3))
+                          for k in stats["scores"][0]}, groups, FAMILY_ALPHA * share["score"]) \
+        if "score" in share and stats["scores"] else []
+    effect = f"binned TVD {{:.4f}} > floor {floor}"
+    failed = [(t.group, t.n, f"chi-square {t.chi2:.1f} over {t.bins} PIT bins", t.p_value,
+               effect.format(t.tvd), len(fit.tests), share["pit"]) for t in fit.tests if t.failed]
     failed += [(t["group"], t["n"], f"chi-square {t['chi2']:.1f} over {t['df'] + 1} rank cells",
-                t["p_value"], t["tvd"], len(ranks), share["rank"]) for t in ranks if t["failed"]]
+                t["p_value"], effect.format(t["tvd"]), len(ranks), share["rank"]) for t in ranks if t["failed"]]
+    failed += [(t["group"], t["n"], f"{t['score']} score off its exact mean by {t['z']:+.1f} standard deviations "
+                f"(Bernstein)", t["p_value"], f"total variation at least {t['tv_bound']:.4f} > floor {SCORE_FLOOR}",
+                len(scores), share["score"]) for t in scores if t["failed"]]
     if failed:                                   # a group names the cause; the pooled test does not
-        group, n, what, p, tvd, m, part = min(failed, key=lambda f: f[0] == "pooled")
+        group, n, what, p, shown, m, part = min(failed, key=lambda f: f[0] == "pooled")
         found.fail(name, _case_of(stats, group), (None, None,
                    f"{group} tokens ({n}): {what}, p = {p:.3g} (alpha {FAMILY_ALPHA * part:g} over "
-                   f"{m} tests), binned TVD {tvd:.4f} > floor {TVD_FLOOR}"),
-                   {"group": group, "pit": fit.to_json(), "rank_cells": ranks}, repro, cause=_group_cause(group))
+                   f"{m} tests), {shown}"),
+                   {"group": group, "pit": fit.to_json(), "rank_cells": ranks, "scores": scores}, repro,
+                   cause=_group_cause(group))
         return None
-    smallest = min([fit.min_p_value] + [t["p_value"] for t in ranks])
+    smallest = min([fit.min_p_value] + [t["p_value"] for t in ranks + scores])
+    told = f", {len(scores)} score tests (largest |z| {max(abs(t['z']) for t in scores):.1f})" if scores else ""
     return VerifyCheck(name, True, f"{fit.tokens} tokens, {len(fit.tests)} PIT and {len(ranks)} rank-cell "
-                                   f"chi-square tests; smallest p = {smallest:.3g}, largest binned TVD "
+                                   f"chi-square tests{told}; smallest p = {smallest:.3g}, largest binned TVD "
                                    f"{max([fit.max_tvd] + [t['tvd'] for t in ranks]):.4f}")
 
 
@@ -314,7 +327,7 @@ def _pooled_check(found, stats, name, tests, what, repro, cause) -> VerifyCheck 
                  f"{t['allowed']:.3g} ({t['ratio']:.3g}x), Poisson p = {t['p_value']:.3g} < {t['level']:.3g}"
                  if name == "tail" else
                  f"chi-square {t['chi2']:.1f} over {t['df'] + 1} cells ({t['n']} pairs), p = {t['p_value']:.3g}"
-                 f" < {t['level']:.3g}, binned TVD {t['tvd']:.4f} > floor {TVD_FLOOR}")
+                 f" < {t['level']:.3g}, binned TVD {t['tvd']:.4f} > floor {LOSSLESS_TVD_FLOOR}")
         found.fail(name, _case_of(stats, t["group"]), (None, None, f"{t['group']}: {shown}"),
                    {"group": t["group"], "tests": tests}, repro, cause=cause(t["group"]))
         return None
@@ -359,7 +372,8 @@ def _statistical_checks(found: _Findings, stats: dict, repro: str | None) -> lis
         out.append(_acceptance_check(found, stats, repro))
     else:
         joint = {k: np.concatenate(v) for k, v in stats["joint"].items()}
-        out.append(_pooled_check(found, stats, "joint", joint_tests(joint, FAMILY_ALPHA * share["joint"], TVD_FLOOR),
+        out.append(_pooled_check(found, stats, "joint", joint_tests(joint, FAMILY_ALPHA * share["joint"],
+                                                                    LOSSLESS_TVD_FLOOR),
                                  "neighbouring-position chi-square", repro,
                                  lambda g: f"joint law of {g.split(':')[-1]}"))
     return [c for c in out if c is not None]
@@ -391,7 +405,7 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: s
     law = check_choice("law", law, LAWS)
     found = _Findings(spec, device, law)
     stats = {"acceptance": [], "u": [], "groups": [], "cells": [], "expected": [], "cases": [],
-             "tail": {}, "joint": {}, "efficiency": []}
+             "tail": {}, "joint": {}, "efficiency": [], "scores": []}
     rng = np.random.default_rng([seed, _PIT_SALT])
     for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, rng)

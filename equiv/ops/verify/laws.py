@@ -32,8 +32,12 @@ class _Law:
     drawn: np.ndarray | None     # [P, n+1, V] law of the drawn token (None when not needed)
 
 
-@functools.lru_cache(maxsize=32)
 def _law(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
+    return _law_of(recipe.problem_key(), with_drawn)
+
+
+@functools.lru_cache(maxsize=32)
+def _law_of(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
     from equiv.reference import verify as ref
 
     pr = recipe.make_problems()
@@ -157,8 +161,12 @@ def acceptance_counts(recipe, outputs, law: _Law) -> list:
     return out
 
 
-@functools.lru_cache(maxsize=32)
 def _pit_table(recipe):
+    return _pit_table_of(recipe.problem_key())
+
+
+@functools.lru_cache(maxsize=32)
+def _pit_table_of(recipe):
     """Each drawn law of ``recipe`` sorted by decreasing probability, each token's rank, and the
     mass of each rank cell (``RANK_EDGES``)."""
     P, n, V = recipe.n_problems, recipe.n, recipe.vocab

@@ -23,10 +23,27 @@ Checks (the exact ones per call; the statistical ones pooled over the plan):
   right marginals; it sees a verifier whose positions are each right but tied together;
 - ``tail`` (Poisson): repeats among tail draws of each position's law (tail.py).
 
-Family-wise error (``judge.FAMILY_ALPHA = 1e-4`` per judge run): a quarter each to the
-marginal PIT tests, the marginal rank-cell tests, the joint tests and the tail tests, Bonferroni
-inside each; a test fails only when significant AND its effect passes its floor (binned total
-variation ``> judge.TVD_FLOOR = 0.01``; for the tail, ``tail.TAIL_RATIO_FLOOR``).
+The marginal check also runs *score* tests (``score_tests``), the power behind a total variation
+of 0.01 at V = 129280: binned tests spread their degrees of freedom over every way a law can be
+wrong, while a bias moves mass one way. For each continued token ``x`` at level ``(problem,
+position j)`` two fixed functions of the token, known before the call (``SCORES``): ``target``,
+``p_j(x)`` (mass moved to or from the target's head: a temperature), and ``drawn``, the law the
+token-level algorithm draws from at ``j`` (``max(0, p_j - q_j)`` renormalised, ``p_n`` at the
+bonus; ``p_j`` when ``q`` is not given or leaves no residual): mass moved within what a sampler
+draws, where its bugs live. Neither depends on a row's drafts, so under a lossless verifier
+each continued token's score has the exact mean and variance that ``p_j`` gives it, whatever the
+verifier is; the sum over a group of tokens is tested two-sided with Bernstein's inequality
+(``|s - mean| <= max s``), which holds at every sample size and skew -- a normal approximation
+would not, on a confident law whose rare tokens carry the whole variance.
+
+Family-wise error (``judge.FAMILY_ALPHA = 1e-4`` per judge run): a fifth each to the marginal
+PIT tests, the marginal rank-cell tests, the score tests, the joint tests and the tail tests,
+Bonferroni inside each (the score tests: half to the two pooled tests, half to the groups'); a
+test fails only when significant AND its effect passes its floor (binned total variation
+``> LOSSLESS_TVD_FLOOR = 0.002``; for a score, the total variation its shift implies at least,
+``|sum (s - mean)| / sum max s > SCORE_FLOOR``; for the tail, ``tail.TAIL_RATIO_FLOOR``). The
+floors are a fifth of the token law's: a total variation of 0.01 spread over the positions a
+verifier emits and the judge continues is a binned 0.003-0.006.
 """
 from __future__ import annotations
 
@@ -35,10 +52,17 @@ import functools
 import numpy as np
 
 JOINT_BINS = 4
+LOSSLESS_TVD_FLOOR = 0.002
+SCORES = ("target", "drawn")
+SCORE_FLOOR = 0.002
+
+
+def target_table(recipe):
+    return _target_table(recipe.problem_key())
 
 
 @functools.lru_cache(maxsize=16)
-def target_table(recipe):
+def _target_table(recipe):
     """Each ``p_{i,j}`` (level ``i (n+1) + j``) normalised and sorted by decreasing probability,
     each token's rank, each rank cell's mass, and the CDF in vocabulary order (continuations)."""
     from equiv.ops.verify.laws import sorted_table
@@ -48,6 +72,33 @@ def target_table(recipe):
     laws = laws / laws.sum(1, keepdims=True)
     sorted_laws, rank_of, cell_mass = sorted_table(laws)
     return sorted_laws, rank_of, cell_mass, np.cumsum(laws, axis=1)
+
+
+def score_table(recipe):
+    return _score_table(recipe.problem_key())
+
+
+@functools.lru_cache(maxsize=16)
+def _score_table(recipe):
+    """``(scores [2, L, V] float32, mean [2, L], var [2, L], top [2, L])``: the ``SCORES`` of
+    every level ``i (n+1) + j`` as functions of the token, and their exact mean, variance and
+    maximum under ``p_j`` (module docstring)."""
+    pr = recipe.make_problems()
+    P, n, V = recipe.n_problems, recipe.n, recipe.vocab
+    p = pr.target.astype(np.float64)
+    p = p / p.sum(-1, keepdims=True)
+    drawn = p.copy()
+    if pr.draft is not None:
+        q = pr.draft.astype(np.float64)
+        res = np.maximum(0.0, pr.target[:, :n].astype(np.float64) - q)
+        mass = res.sum(-1, keepdims=True)
+        drawn[:, :n] = np.where(mass > 0, res / np.where(mass > 0, mass, 1.0), p[:, :n])
+    scores = np.stack([p, drawn]).reshape(2, P * (n + 1), V).astype(np.float32)
+    law = p.reshape(1, P * (n + 1), V)
+    s64 = scores.astype(np.float64)
+    mean = (law * s64).sum(-1)
+    var = np.maximum((law * s64 * s64).sum(-1) - mean ** 2, 0.0)
+    return scores, mean, var, s64.max(-1)
 
 
 def _emitted(recipe, outputs):
@@ -117,10 +168,49 @@ def lossless_values(recipe, outputs, rng) -> dict:
     k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1)
     joint = {f"{recipe.family}:positions {j},{j + 1}": k[:, j] * JOINT_BINS + k[:, j + 1]
              for j in range(recipe.n)}
+    scores, mean, var, top = score_table(recipe)
+    lv, tok = level.ravel(), seq.ravel()
     return {"u": u.ravel(), "groups": groups.ravel(), "joint": joint,
             "cells": (np.searchsorted(np.array(RANK_EDGES), rank.ravel(), side="right") - 1),
             "expected": cell_mass[level.ravel()],
-            "tail": level_repeats(sorted_laws, level.ravel(), rank.ravel())}
+            "tail": level_repeats(sorted_laws, level.ravel(), rank.ravel()),
+            "scores": {kind: (scores[k, lv, tok] - mean[k, lv], var[k, lv], top[k, lv])
+                       for k, kind in enumerate(SCORES)}}
+
+
+def bernstein_p(total: float, var: float, bound: float) -> float:
+    """Two-sided tail bound of a sum of independent zero-mean terms ``|X_i| <= bound`` with total
+    variance ``var``: ``P(|sum| >= |total|) <= 2 exp(-t^2 / (2 (var + bound t / 3)))``."""
+    t = abs(total)
+    if t == 0.0:
+        return 1.0
+    return float(min(1.0, 2.0 * np.exp(-t * t / (2.0 * (var + bound * t / 3.0)))))
+
+
+def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) -> list:
+    """``scores[kind] = (s - mean, var, max s)`` per token, ``groups`` its group label: per kind,
+    pooled and per group, the Bernstein test of the sum (module docstring). Half of ``alpha`` to
+    the pooled tests, half to the groups', Bonferroni inside each half."""
+    labels = sorted(set(groups.tolist()))
+    raw = []
+    for kind, (dev, var, top) in scores.items():
+        for label in ["pooled"] + (labels if len(labels) > 1 else []):
+            sel = slice(None) if label == "pooled" else groups == label
+            d, v, m = dev[sel], var[sel], top[sel]
+            if d.size == 0 or not (v.sum() > 0 or np.any(d != 0)):
+                continue                           # every token of a point mass: nothing to test
+            total = float(d.sum())
+            raw.append({"group": label, "score": kind, "n": int(d.size), "shift": total,
+                        "z": total / float(np.sqrt(v.sum())) if v.sum() > 0 else float("inf"),
+                        "p_value": bernstein_p(total, float(v.sum()), float(m.max())),
+                        "tv_bound": abs(total) / max(float(m.sum()), 1e-300)})
+    pooled = sum(t["group"] == "pooled" for t in raw)
+    out = []
+    for t in raw:
+        half = alpha / 2 if pooled < len(raw) else alpha
+        level = half / max(pooled if t["group"] == "pooled" else len(raw) - pooled, 1)
+        out.append({**t, "level": level, "failed": t["p_value"] < level and t["tv_bound"] > floor})
+    return out
 
 
 def joint_tests(joint: dict, alpha: float, floor: float) -> list:

@@ -20,7 +20,11 @@ different problems interleave, so a verifier that reads a neighbour's row is see
 ``drafts=sampled`` (the losslessness judge's cases) every row draws its own drafts from its
 problem's proposal -- ``q``, or the hidden draft distribution for ``draft=onehot`` -- by inverse
 CDF in float64 from the seed ``[seed, 7919, row]`` (``row_tokens``): drafts distributed as the
-verifier assumes, which is what losslessness is a property of.
+verifier assumes, which is what losslessness is a property of. ``part = k > 0`` draws the
+batch's drafts from the one stream ``[seed, 7919, 2**32 - k]`` instead (vectorised): a sample too large
+for one call splits into parts, each a call of fresh drafts over the same problems (the GPU
+plan's power case, plans.py); every per-problem cache is keyed by ``problem_key()``, so the
+parts share their laws.
 
 Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a random permutation
 (``s`` in [1.05, 1.8]) plus noise, and q the softmax of p's logits plus ``noise * N(0, 1)``:
@@ -82,6 +86,7 @@ class VerifyRecipe:
     ties: int = 2
     pad: int = 0
     drafts: str = "fixed"
+    part: int = 0
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
@@ -94,6 +99,7 @@ class VerifyRecipe:
         check_int("problems", self.problems, min_value=1)
         check_int("ties", self.ties, min_value=2)
         check_int("pad", self.pad, min_value=0)
+        check_int("part", self.part, min_value=0)
         check_float("noise", self.noise, min_value=0.0)
 
     @property
@@ -118,9 +124,13 @@ class VerifyRecipe:
         """The problem each row copies: ``[batch]`` int64."""
         return np.arange(self.batch, dtype=np.int64) % self.n_problems
 
+    def problem_key(self) -> "VerifyRecipe":
+        """This recipe reduced to what its problems depend on: the key of every per-problem cache."""
+        return replace(self, batch=self.n_problems, pad=0, drafts="fixed", part=0)
+
     def make_problems(self) -> Problems:
         """The distinct triples (cached: a V = 129280 recipe costs ~0.1 s per problem)."""
-        return _problems(replace(self, batch=self.n_problems, pad=0, drafts="fixed"))
+        return _problems(self.problem_key())
 
     def row_tokens(self) -> np.ndarray:
         """``[batch, n]`` int64: the draft tokens of every row (module docstring)."""
@@ -224,7 +234,10 @@ def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     """Drafts drawn per row from the problem's proposal (inverse CDF, float64)."""
     pr = r.make_problems()
     rows = r.rows()
-    u = np.stack([np.random.default_rng([r.seed, _DRAFT_SALT, b]).random(r.n) for b in range(r.batch)])
+    if r.part:
+        u = np.random.default_rng([r.seed, _DRAFT_SALT, 2 ** 32 - r.part]).random((r.batch, r.n))
+    else:
+        u = np.stack([np.random.default_rng([r.seed, _DRAFT_SALT, b]).random(r.n) for b in range(r.batch)])
     out = np.empty((r.batch, r.n), dtype=np.int64)
     for i in range(r.n_problems):
         mine = rows == i
