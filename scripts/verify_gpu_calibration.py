@@ -74,6 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--power-runs", type=int, default=None, help="runs per power row (default 20; 3 with --small)")
     ap.add_argument("--parts", default=None, help="calls of the power case, comma-separated (default: the plan's)")
     ap.add_argument("--tv", default="0.01,0.02")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="power shapes, comma-separated")
     ap.add_argument("--seed", type=int, default=1, help="the first run's seed")
     ap.add_argument("--parts-only", default="gate,null,power")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -85,6 +86,11 @@ def main(argv=None) -> int:
     power_runs = args.power_runs if args.power_runs is not None else (3 if args.small else 20)
     parts_list = [int(p) for p in args.parts.split(",")] if args.parts else [None]
     only = set(args.parts_only.split(","))
+    if not only <= {"gate", "null", "power"}:
+        ap.error(f"--parts-only: {', '.join(sorted(only - {'gate', 'null', 'power'}))} unknown; choose from gate, null, power")
+    for shape in args.shapes.split(","):
+        if shape not in SHAPES:
+            ap.error(f"--shapes: {shape!r} is not a shape; choose from {', '.join(SHAPES)}")
     os.makedirs(args.out, exist_ok=True)
     out_rows = []
 
@@ -117,7 +123,7 @@ def main(argv=None) -> int:
     for parts in parts_list if "power" in only else ():
         cases = plan_cases(device, parts, args.small)
         for tv in (float(t) for t in args.tv.split(",")):
-            for shape in SHAPES:
+            for shape in args.shapes.split(","):
                 if late(f"power {shape} {tv} parts {parts}"):
                     continue
                 fn = biased_sampler(shape, tv, at="emitted")
