@@ -48,17 +48,16 @@ def gate_times(device: str, repeats: int) -> dict:
 
 
 def plan_cases(device: str, parts: int | None, small: bool):
-    """The quick gate's statistical cases on ``device`` with the power case in ``parts`` calls
-    (default: the plan's own); with ``small``, a power case at V = 4097, 256 rows x ``parts or 2``."""
-    from equiv.ops.verify.plans import POWER, power_cases, statistical_cases
+    """The quick gate's statistical cases on a GPU: the CPU plan and the power case, in ``parts``
+    calls (default: the plan's own); with ``small``, the power case at V = 4097, 256 rows x
+    ``parts or 2``."""
+    from equiv.ops.verify.plans import power_cases, statistical_cases
 
-    if parts is None and not small and device.startswith("cuda"):
-        return statistical_cases("quick", device=device)
     base = statistical_cases("quick")                  # the CPU plan: no power case
-    first = power_cases("quick", index=len(base))[0]
-    recipe = first.recipe.with_(vocab=4097, batch=256) if small else first.recipe
-    count = parts or (2 if small else POWER["quick"][1])
-    return base + [replace(first, recipe=recipe.with_(part=k + 1), seed=first.seed + k) for k in range(count)]
+    power = power_cases("quick", index=len(base), parts=parts or (2 if small else None))
+    if small:
+        power = [replace(c, recipe=c.recipe.with_(vocab=4097, batch=256)) for c in power]
+    return base + power
 
 
 def main(argv=None) -> int:

@@ -119,21 +119,16 @@ def reached_tv(cases, drawn, shape: str, tv: float, at: str = "drawn") -> float:
 
 
 def _drawn_laws(recipe):
-    """``(laws [L, V], share [L])``: each level's drawn law normalised -- the residual
-    ``max(0, p - q)`` (``p`` without the draft for one-hot drafts, the problem's fixed draft) or
-    ``p_n`` -- and its mass relative to ``p_j`` (``Z``; 1 at the bonus)."""
+    """``(laws [L, V], share [L])``: each level's drawn law (the reference's, normalised) and its
+    mass relative to ``p_j`` (``Z``, the residual's; 1 at the bonus)."""
+    from equiv.ops.verify.laws import _law
+    from equiv.reference.verify import residual
+
     pr = recipe.make_problems()
-    n = recipe.n
     p = pr.target.astype(np.float64)
-    law = p.copy()
-    if pr.draft is not None:
-        law[:, :n] = np.maximum(0.0, p[:, :n] - pr.draft.astype(np.float64))
-    else:
-        np.put_along_axis(law[:, :n], pr.tokens[:, :, None], 0.0, axis=-1)
-    mass = law.sum(-1)
-    share = mass / p.sum(-1)
-    law = law / np.where(mass > 0, mass, 1.0)[..., None]
-    return law.reshape(-1, recipe.vocab), share.reshape(-1)
+    share = np.ones(p.shape[:2])
+    share[:, :-1] = residual(pr.tokens, pr.draft, pr.target).sum(-1) / p[:, :-1].sum(-1)
+    return _law(recipe, True).drawn.reshape(-1, recipe.vocab), share.reshape(-1)
 
 
 def _judge_run(args):

@@ -8,14 +8,13 @@ an effect floor: ``ACCEPT_FLOOR``, ``TVD_FLOOR``). ``judge.py`` spends the famil
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from equiv.errors import InvalidArgument
 from equiv.mtp.statistics import pit
-from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.ops.verify.recipes import VerifyRecipe, problem_cache
 
 ACCEPT_FLOOR = 0.01
 TVD_FLOOR = 0.01
@@ -32,12 +31,8 @@ class _Law:
     drawn: np.ndarray | None     # [P, n+1, V] law of the drawn token (None when not needed)
 
 
+@problem_cache(maxsize=32)
 def _law(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
-    return _law_of(recipe.problem_key(), with_drawn)
-
-
-@functools.lru_cache(maxsize=32)
-def _law_of(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
     from equiv.reference import verify as ref
 
     pr = recipe.make_problems()
@@ -161,12 +156,8 @@ def acceptance_counts(recipe, outputs, law: _Law) -> list:
     return out
 
 
+@problem_cache(maxsize=32)
 def _pit_table(recipe):
-    return _pit_table_of(recipe.problem_key())
-
-
-@functools.lru_cache(maxsize=32)
-def _pit_table_of(recipe):
     """Each drawn law of ``recipe`` sorted by decreasing probability, each token's rank, and the
     mass of each rank cell (``RANK_EDGES``)."""
     P, n, V = recipe.n_problems, recipe.n, recipe.vocab

@@ -47,9 +47,9 @@ verifier emits and the judge continues is a binned 0.003-0.006.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
+
+from equiv.ops.verify.recipes import problem_cache
 
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
@@ -57,12 +57,8 @@ SCORES = ("target", "drawn")
 SCORE_FLOOR = 0.002
 
 
+@problem_cache(maxsize=16)
 def target_table(recipe):
-    return _target_table(recipe.problem_key())
-
-
-@functools.lru_cache(maxsize=16)
-def _target_table(recipe):
     """Each ``p_{i,j}`` (level ``i (n+1) + j``) normalised and sorted by decreasing probability,
     each token's rank, each rank cell's mass, and the CDF in vocabulary order (continuations)."""
     from equiv.ops.verify.laws import sorted_table
@@ -74,12 +70,8 @@ def _target_table(recipe):
     return sorted_laws, rank_of, cell_mass, np.cumsum(laws, axis=1)
 
 
+@problem_cache(maxsize=16)
 def score_table(recipe):
-    return _score_table(recipe.problem_key())
-
-
-@functools.lru_cache(maxsize=16)
-def _score_table(recipe):
     """``(scores [2, L, V] float32, mean [2, L], var [2, L], top [2, L])``: the ``SCORES`` of
     every level ``i (n+1) + j`` as functions of the token, and their exact mean, variance and
     maximum under ``p_j`` (module docstring)."""
@@ -154,28 +146,28 @@ def continued(recipe, outputs, rng) -> tuple:
 
 def lossless_values(recipe, outputs, rng) -> dict:
     """The continued rows mapped to what the tests need (PITs, groups, rank cells, joint cells,
-    tail repeats)."""
+    tail repeats, scores)."""
     from equiv.mtp.statistics import pit
     from equiv.ops.verify.laws import RANK_EDGES
     from equiv.ops.verify.tail import level_repeats
 
     sorted_laws, rank_of, cell_mass, _ = target_table(recipe)
+    scores, mean, var, top = score_table(recipe)
     seq, level = continued(recipe, outputs, rng)
-    rank = rank_of[level, seq]
-    u = pit(sorted_laws, level.ravel(), rank.ravel(), rng).reshape(seq.shape)
+    lv, tok = level.ravel(), seq.ravel()
+    rank = rank_of[lv, tok]
+    u = pit(sorted_laws, lv, rank, rng)
     pos = np.broadcast_to(np.arange(recipe.n + 1), seq.shape)
     groups = np.char.add(f"{recipe.family}:position", pos.astype(str))
-    k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1)
+    k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(seq.shape)
     joint = {f"{recipe.family}:positions {j},{j + 1}": k[:, j] * JOINT_BINS + k[:, j + 1]
              for j in range(recipe.n)}
-    scores, mean, var, top = score_table(recipe)
-    lv, tok = level.ravel(), seq.ravel()
-    return {"u": u.ravel(), "groups": groups.ravel(), "joint": joint,
-            "cells": (np.searchsorted(np.array(RANK_EDGES), rank.ravel(), side="right") - 1),
-            "expected": cell_mass[level.ravel()],
-            "tail": level_repeats(sorted_laws, level.ravel(), rank.ravel()),
-            "scores": {kind: (scores[k, lv, tok] - mean[k, lv], var[k, lv], top[k, lv])
-                       for k, kind in enumerate(SCORES)}}
+    return {"u": u, "groups": groups.ravel(), "joint": joint,
+            "cells": (np.searchsorted(np.array(RANK_EDGES), rank, side="right") - 1),
+            "expected": cell_mass[lv],
+            "tail": level_repeats(sorted_laws, lv, rank),
+            "scores": {kind: (scores[i, lv, tok] - mean[i, lv], var[i, lv], top[i, lv])
+                       for i, kind in enumerate(SCORES)}}
 
 
 def bernstein_p(total: float, var: float, bound: float) -> float:

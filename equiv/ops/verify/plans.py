@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from equiv.ops.verify.judge import LAWS, Case
 from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
-from equiv.validation import check_choice
+from equiv.validation import check_choice, check_int
 
 BUDGETS = ("quick", "full")
 _MAX_ELEMENTS = 2 ** 28          # target_probs of one lossless case: 1 GiB of float32
@@ -99,9 +99,12 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
     return cases
 
 
-def power_cases(budget: str = "quick", seed: int = 0, index: int = 0, law: str = "lossless") -> list:
-    """The power case of a GPU run (module docstring): case index ``index`` of its plan."""
-    rows, parts = POWER[check_choice("budget", budget, BUDGETS)]
+def power_cases(budget: str = "quick", seed: int = 0, index: int = 0, law: str = "lossless",
+                parts: int | None = None) -> list:
+    """The power case of a GPU run (module docstring): case index ``index`` of its plan, in the
+    budget's number of calls or ``parts``."""
+    rows, calls = POWER[check_choice("budget", budget, BUDGETS)]
+    parts = calls if parts is None else check_int("parts", parts, min_value=1)
     recipe = VerifyRecipe(seed=seed + index, batch=rows, **_POWER_RECIPE)
     if check_choice("law", law, LAWS) == "token":
         return [Case(recipe, parts, 1000 * (seed + index), statistical=True)]

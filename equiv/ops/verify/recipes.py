@@ -221,6 +221,20 @@ def _one_problem(r: VerifyRecipe, i: int):
     return p, (None if r.draft == "onehot" else q), d, q
 
 
+def problem_cache(maxsize: int):
+    """``functools.lru_cache`` for a function of a recipe's problems alone: called with any recipe,
+    it is cached under ``recipe.problem_key()``, so every part, batch and padding of one recipe
+    shares one entry."""
+    def wrap(fn):
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def keyed(recipe, *args, **kwargs):
+            return cached(recipe.problem_key(), *args, **kwargs)
+        return keyed
+    return wrap
+
+
 @functools.lru_cache(maxsize=32)            # a plan has 25 recipes: 8 would thrash
 def _problems(r: VerifyRecipe) -> Problems:
     made = [_one_problem(r, i) for i in range(r.batch)]
