@@ -53,10 +53,12 @@ def _as_arrays(draft_token_ids, draft_probs, target_probs):
     for name, arr in (("target_probs", p), ("draft_probs", q)):
         if arr is None:
             continue
+        if arr.size and arr.min() >= 0 and np.isfinite(arr.max()):
+            continue                           # two reductions, no temporaries; NaN fails min >= 0
         bad = ~np.isfinite(arr) | (arr < 0)
         if bad.any():
             b, j, x = (int(v[0]) for v in np.nonzero(bad))
-            raise ValueError(f"{name}[{b}, {j}, {x}] = {arr[b, j, x]!r}: probabilities must be finite and >= 0")
+            raise ValueError(f"{name}[{b}, {j}, {x}] = {float(arr[b, j, x])!r}: probabilities must be finite and >= 0")
     out = (d < 0) | (d >= vocab)
     if out.any():
         b, j = (int(v[0]) for v in np.nonzero(out))
@@ -187,7 +189,8 @@ def sample(draft_token_ids, draft_probs, target_probs, rng) -> np.ndarray:
         if (total <= 0).any():
             bad = int(rows[np.flatnonzero(total <= 0)[0]])
             raise ValueError(f"row {bad}: the law drawn from at position {int(stop[bad])} has no mass")
-        tok = (cdf <= (u[rows] * total)[:, None]).sum(axis=1)      # first cdf > u * total
-        last = V - 1 - np.argmax(law[:, ::-1] > 0, axis=1)          # rounding guard: u * total == total
-        out[rows, s] = np.minimum(tok, last)
+        for i, row in enumerate(rows):             # cdf is non-decreasing: binary searches
+            tok = np.searchsorted(cdf[i], u[row] * total[i], side="right")   # first cdf > u * total
+            last = np.searchsorted(cdf[i], total[i], side="left")   # the last token of mass > 0:
+            out[row, s[i]] = min(tok, last)                        # u * total == total rounds there
     return out

@@ -105,6 +105,8 @@ def test_one_hot_targets_give_the_greedy_output():
     (lambda d, q, p: q.__setitem__((0, 1, d[0, 1]), 0.0), r"draft_probs\[0, 1, \d+\] = 0 at the draft token"),
     (lambda d, q, p: p.__setitem__((0, 2, 3), -0.1), r"target_probs\[0, 2, 3\] = .*finite and >= 0"),
     (lambda d, q, p: p.__setitem__((0, 0, 0), np.nan), r"target_probs\[0, 0, 0\]"),
+    (lambda d, q, p: q.__setitem__((0, 1, 2), np.inf), r"draft_probs\[0, 1, 2\] = inf"),
+    (lambda d, q, p: p.__setitem__((0, 1, 4), -np.inf), r"target_probs\[0, 1, 4\] = -inf"),
     (lambda d, q, p: d.__setitem__((0, 0), 9), r"draft_token_ids\[0, 0\] = 9 is outside \[0, 5\)"),
 ])
 def test_inputs_outside_the_contract_are_named(edit, message):

@@ -183,10 +183,11 @@ def _row(label, failures, runs, extra=None) -> dict:
     from scipy.stats import beta
 
     k = sum(bool(f) for f in failures)
-    upper = float(beta.ppf(0.95, k + 1, runs - k)) if k < runs else 1.0   # one-sided 95 % bound
+    upper = float(beta.ppf(0.95, k + 1, runs - k)) if k < runs else 1.0   # one-sided 95 % bounds
+    lower = float(beta.ppf(0.05, k, runs - k + 1)) if k > 0 else 0.0      # (Clopper-Pearson)
     checks = sorted({c for f in failures for c in f})
     return {**label, "runs": runs, "failed_runs": k, "rate": k / runs, "upper95": upper,
-            "checks_failed": checks, **(extra or {})}
+            "lower95": lower, "checks_failed": checks, **(extra or {})}
 
 
 def main(argv=None) -> int:
