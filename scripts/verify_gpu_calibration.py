@@ -13,6 +13,11 @@ Plan (each part writes its rows as soon as it ends, and no part starts after ``-
    shapes sharper, flatter, swap_top2) for each ``--tv`` on the same plan, with the power case
    in ``--parts`` calls (default: the plan's own; one power row per value).
 
+``--draws law`` replaces the samplers by ``law_draws.LawSampler`` (null: the exact lossless law;
+power: the same biased law as ``biased_sampler``), drawn on the host from the recipes' distinct
+problems: the same plan and judge at ~2.5 s a run on two CPU cores, for power estimates with
+more runs than a GPU session holds (the gate's own samplers are judged on the device).
+
 Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
 docs/verify.md quotes) and ``DIR/gate_times.json``. ``--small`` runs the same parts at CPU scale
 (20 null runs, 3 power runs with the power case at V = 4097, 256 rows x 2 calls, one gate run)
@@ -63,6 +68,7 @@ def plan_cases(device: str, parts: int | None, small: bool):
 def main(argv=None) -> int:
     from equiv.devices import resolve_device
     from equiv.ops.verify.calibration import _row, biased_sampler, reached_tv, run_calibration, run_draws_once
+    from equiv.ops.verify.law_draws import LawSampler
     from equiv.ops.verify.paths import torch_sampler
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -75,6 +81,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tv", default="0.01,0.02")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="power shapes, comma-separated")
     ap.add_argument("--seed", type=int, default=1, help="the first run's seed")
+    ap.add_argument("--draws", choices=("device", "law"), default="device",
+                    help="device: call the samplers on --device; law: draw their exact laws on the host "
+                         "(equiv/ops/verify/law_draws.py; many power runs on a CPU)")
     ap.add_argument("--parts-only", default="gate,null,power")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--deadline-s", type=float, default=420.0)
@@ -113,11 +122,12 @@ def main(argv=None) -> int:
     if "null" in only and not late("null"):
         cases = plan_cases(device, None, args.small)
         t0 = time.perf_counter()
-        fails = run_calibration(torch_sampler, cases, runs, device=device, seed=args.seed,
+        fn = torch_sampler if args.draws == "device" else LawSampler(None, 0.0)
+        fails = run_calibration(fn, cases, runs, device=device, seed=args.seed,
                                 workers=args.workers, guarded=False)
-        emit({"part": "null", "law": "lossless", "device": device, "first_seed": args.seed,
+        emit({"part": "null", "law": "lossless", "device": device, "draws": args.draws, "first_seed": args.seed,
               "rows": sum(c.recipe.batch * c.calls for c in cases),
-              **_row({"verifier": "torch_sampler", "plan": "quick", "tv": 0.0, "shape": "-"}, fails, runs),
+              **_row({"verifier": fn.__name__, "plan": "quick", "tv": 0.0, "shape": "-"}, fails, runs),
               "seconds": round(time.perf_counter() - t0, 1)})
     for parts in parts_list if "power" in only else ():
         cases = plan_cases(device, parts, args.small)
@@ -125,11 +135,12 @@ def main(argv=None) -> int:
             for shape in args.shapes.split(","):
                 if late(f"power {shape} {tv} parts {parts}"):
                     continue
-                fn = biased_sampler(shape, tv, at="emitted")
+                fn = biased_sampler(shape, tv, at="emitted") if args.draws == "device" else LawSampler(shape, tv)
                 t0 = time.perf_counter()
                 fails = run_calibration(fn, cases, power_runs, device=device, seed=args.seed,
                                         workers=args.workers, guarded=False, chunk=min(power_runs, 100))
-                emit({"part": "power", "law": "lossless", "device": device, "vocab": cases[-1].recipe.vocab,
+                emit({"part": "power", "law": "lossless", "device": device, "draws": args.draws,
+                      "first_seed": args.seed, "vocab": cases[-1].recipe.vocab,
                       "rows": sum(c.recipe.batch * c.calls for c in cases),
                       **_row({"verifier": fn.__name__, "shape": shape, "tv": tv}, fails, power_runs),
                       "reached_tv": round(reached_tv(cases, run_draws_once(fn, cases, device), shape, tv,

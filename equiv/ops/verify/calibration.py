@@ -145,7 +145,7 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
     ``guarded=False`` skips the guard bands (our own samplers: they write nothing)."""
     from multiprocessing import get_context
 
-    from equiv.ops.verify.calls import Draws, draw
+    from equiv.ops.verify.calls import Draws
 
     failures = []
     pool = get_context("fork").Pool(workers) if workers > 1 else None
@@ -159,7 +159,7 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
                 # call per seed here, its first output stands in for the replay (our samplers).
                 k = len(case.seeds) - 1
                 seeds = [s + (seed + r) * _RUN_STRIDE for r in span for s in case.seeds[:k]]
-                got = draw(fn, device, {"recipe": str(case.recipe), "seeds": seeds, "guarded": guarded})
+                got = _draw(fn, device, case.recipe, seeds, guarded)
                 for i, r in enumerate(span):
                     outs = got["outputs"][i * k:(i + 1) * k]
                     problem = got["problem"] if len(outs) < k else None
@@ -243,11 +243,20 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_draws_once(fn, cases, device):
-    from equiv.ops.verify.calls import Draws, draw
+def _draw(fn, device, recipe, seeds, guarded=True) -> dict:
+    """``calls.draw``'s answer for ``fn`` on ``recipe``: a verifier called on ``device``, or a
+    ``law_draws.LawSampler`` drawing its law on the host."""
+    from equiv.ops.verify.calls import draw
 
-    return [Draws(str(c.recipe), c.seeds, draw(fn, device, {"recipe": str(c.recipe), "seeds": list(c.seeds)})["outputs"])
-            for c in cases]
+    if getattr(fn, "on_host", False):
+        return {"outputs": fn.draws(recipe, seeds), "problem": None}
+    return draw(fn, device, {"recipe": str(recipe), "seeds": list(seeds), "guarded": guarded})
+
+
+def run_draws_once(fn, cases, device):
+    from equiv.ops.verify.calls import Draws
+
+    return [Draws(str(c.recipe), c.seeds, _draw(fn, device, c.recipe, c.seeds)["outputs"]) for c in cases]
 
 
 if __name__ == "__main__":
