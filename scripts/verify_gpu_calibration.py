@@ -17,6 +17,7 @@ Plan (each part writes its rows as soon as it ends, and no part starts after ``-
 power: the same biased law as ``biased_sampler``), drawn on the host from the recipes' distinct
 problems: the same plan and judge at ~2.5 s a run on two CPU cores, for power estimates with
 more runs than a GPU session holds (the gate's own samplers are judged on the device).
+``--parts 0`` judges the CPU gate's plan (no power case): what the CPU budget detects.
 
 Writes ``DIR/calibration.jsonl`` (one JSON row per measurement), ``DIR/table.md`` (the tables
 docs/verify.md quotes) and ``DIR/gate_times.json``. ``--small`` runs the same parts at CPU scale
@@ -54,11 +55,13 @@ def gate_times(device: str, repeats: int) -> dict:
 
 def plan_cases(device: str, parts: int | None, small: bool):
     """The quick gate's statistical cases on a GPU: the CPU plan and the power case, in ``parts``
-    calls (default: the plan's own); with ``small``, the power case at V = 4097, 256 rows x
-    ``parts or 2``."""
+    calls (default: the plan's own; 0: none, the CPU gate's plan); with ``small``, the power case
+    at V = 4097, 256 rows x ``parts or 2``."""
     from equiv.ops.verify.plans import power_cases, statistical_cases
 
     base = statistical_cases("quick")                  # the CPU plan: no power case
+    if parts == 0:
+        return base
     power = power_cases("quick", index=len(base), parts=parts or (2 if small else None))
     if small:
         power = [replace(c, recipe=c.recipe.with_(vocab=4097, batch=256)) for c in power]
@@ -77,7 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="CPU scale: tests the script")
     ap.add_argument("--runs", type=int, default=None, help="null runs (default 1000; 20 with --small)")
     ap.add_argument("--power-runs", type=int, default=None, help="runs per power row (default 20; 3 with --small)")
-    ap.add_argument("--parts", default=None, help="calls of the power case, comma-separated (default: the plan's)")
+    ap.add_argument("--parts", default=None, help="calls of the power case, comma-separated (default: the plan's; 0: none, the CPU gate's plan)")
     ap.add_argument("--tv", default="0.01,0.02")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="power shapes, comma-separated")
     ap.add_argument("--seed", type=int, default=1, help="the first run's seed")
@@ -92,7 +95,12 @@ def main(argv=None) -> int:
     device = resolve_device(args.device)
     runs = args.runs if args.runs is not None else (20 if args.small else 1000)
     power_runs = args.power_runs if args.power_runs is not None else (3 if args.small else 20)
-    parts_list = [int(p) for p in args.parts.split(",")] if args.parts else [None]
+    try:
+        parts_list = [int(p) for p in args.parts.split(",")] if args.parts else [None]
+    except ValueError:
+        ap.error(f"--parts={args.parts!r}: give whole numbers, comma-separated (0: no power case)")
+    if any(p < 0 for p in parts_list if p is not None):
+        ap.error(f"--parts={args.parts!r}: a number of calls is 0 or more")
     only = set(args.parts_only.split(","))
     if not only <= {"gate", "null", "power"}:
         ap.error(f"--parts-only: {', '.join(sorted(only - {'gate', 'null', 'power'}))} unknown; choose from gate, null, power")
@@ -120,7 +128,7 @@ def main(argv=None) -> int:
             json.dump(times, f, indent=2)
         emit(times)
     if "null" in only and not late("null"):
-        cases = plan_cases(device, None, args.small)
+        cases = plan_cases(device, parts_list[0], args.small)           # --parts 0: the CPU plan
         t0 = time.perf_counter()
         fn = torch_sampler if args.draws == "device" else LawSampler(None, 0.0)
         fails = run_calibration(fn, cases, runs, device=device, seed=args.seed,

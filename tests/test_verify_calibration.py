@@ -77,3 +77,25 @@ def test_a_calibration_run_passes_a_correct_sampler_and_fails_a_biased_one():
     assert run_calibration(LawSampler(None, 0.0), [case], 2, device="cpu") == [[], []]
     failed = run_calibration(LawSampler("flatter", 0.3), [case], 2, device="cpu")
     assert all("marginal" in f for f in failed), failed
+
+
+def test_the_calibration_script_judges_host_law_draws_and_refuses_bad_parts(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / "verify_gpu_calibration.py"
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    run = [sys.executable, str(script), "--out", str(tmp_path), "--device", "cpu", "--draws", "law",
+           "--parts", "0", "--workers", "1"]
+    got = subprocess.run(run + ["--parts-only", "null,power", "--runs", "1", "--power-runs", "1",
+                                "--tv", "0.3", "--shapes", "flatter"], capture_output=True, text=True, env=env)
+    assert got.returncode == 0, got.stderr
+    rows = [json.loads(line) for line in (tmp_path / "calibration.jsonl").read_text().splitlines()]
+    assert [(r["part"], r["rows"], r["failed_runs"]) for r in rows] == [("null", 29504, 0), ("power", 29504, 1)]
+    assert "law_flatter_0.3_emitted" in (tmp_path / "table.md").read_text()
+    bad = subprocess.run(run[:-4] + ["--parts", "-1"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "--parts='-1': a number of calls is 0 or more" in bad.stderr
