@@ -243,10 +243,19 @@ def _problems(r: VerifyRecipe) -> Problems:
                     np.stack([m[3] for m in made]))
 
 
-@functools.lru_cache(maxsize=32)
+@problem_cache(maxsize=16)
+def _proposal_cdfs(r: VerifyRecipe) -> tuple:
+    """``(cdf [P, n, V] float64, last [P, n])``: each proposal's CDF and its last token of mass
+    (shared by every part of a recipe: the power case's 32 draw from the same problems)."""
+    proposal = r.make_problems().proposal
+    last = proposal.shape[-1] - 1 - np.argmax(proposal[..., ::-1] > 0, axis=-1)
+    return np.cumsum(proposal.astype(np.float64), axis=-1), last
+
+
+@functools.lru_cache(maxsize=64)            # a GPU plan has 41 statistical recipes
 def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     """Drafts drawn per row from the problem's proposal (inverse CDF, float64)."""
-    pr = r.make_problems()
+    cdfs, lasts = _proposal_cdfs(r)
     rows = r.rows()
     if r.part:
         u = np.random.default_rng([r.seed, _DRAFT_SALT, 2 ** 32 - r.part]).random((r.batch, r.n))
@@ -256,8 +265,7 @@ def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     for i in range(r.n_problems):
         mine = rows == i
         for j in range(r.n):
-            cdf = np.cumsum(pr.proposal[i, j].astype(np.float64))
+            cdf = cdfs[i, j]
             tok = np.searchsorted(cdf, u[mine, j] * cdf[-1], side="right")
-            last = int(np.flatnonzero(pr.proposal[i, j] > 0)[-1])          # u * total == total
-            out[mine, j] = np.minimum(tok, last)
+            out[mine, j] = np.minimum(tok, lasts[i, j])                   # u * total == total
     return out
