@@ -9,8 +9,8 @@ distinct problems:
 1. each row's drafts are the recipe's (``VerifyRecipe.row_tokens``), its acceptance
    probabilities ``min(1, p(d) / q(d))`` (``q = 1`` for a one-hot drafter), in float64;
 2. the first rejection comes from float64 uniforms against them (``n`` when none);
-3. the token at that position is drawn by inverse CDF from the drawn law -- the residual
-   ``max(0, p - q)`` (``p`` without the draft for a one-hot drafter) or ``p_n`` at the bonus --
+3. the token at that position is drawn by inverse CDF from the drawn law -- the reference's
+   residual ``max(0, p - q)`` (``p`` without the draft for a one-hot drafter) or ``p_n`` at the bonus --
    mixed with its alternative as ``biased_sampler`` mixes it (``(1 - e) R + e A``; ``tv = 0``:
    the token-level algorithm's own law, which is lossless);
 4. earlier positions hold the drafts, later ones ``-1``.
@@ -45,8 +45,10 @@ class LawSampler:
         self.__name__ = f"law_{shape or 'exact'}_{tv:g}" + ("_emitted" if at == "emitted" else "")
 
     def _cdf(self, recipe, problem: int, stop: int, token: int) -> np.ndarray:
-        """The cumulative drawn law at ``stop`` of ``problem`` (``token``: the one-hot draft)."""
+        """The cumulative drawn law at ``stop`` of ``problem`` (``token``: the one-hot draft there):
+        the reference's residual (``equiv.reference.verify.residual``) or ``p_n``, biased."""
         from equiv.ops.verify.calibration import _alternative
+        from equiv.reference.verify import residual
 
         key = (recipe.problem_key(), problem, stop, token)
         if key not in self._cdfs:
@@ -54,16 +56,16 @@ class LawSampler:
             p = pr.target[problem, stop].astype(np.float64)
             if stop == recipe.n:
                 law = p.copy()
-            elif pr.draft is None:
-                law = p.copy()
-                law[token] = 0.0
             else:
-                law = np.maximum(0.0, p - pr.draft[problem, stop].astype(np.float64))
+                d = pr.tokens[problem:problem + 1].copy()
+                d[0, stop] = max(token, 0)                       # the one-hot draft (q = None) it zeroes
+                q = None if pr.draft is None else pr.draft[problem:problem + 1]
+                law = residual(d, q, pr.target[problem:problem + 1])[0, stop]
             mass = law.sum()
             if not mass > 0:
                 raise ValueError(f"{recipe}: problem {problem} rejects at position {stop} with positive "
                                  f"probability but its drawn law has no mass")
-            law /= mass
+            law = law / mass
             if self.tv > 0:
                 alt = _alternative(law[None], self.shape)[0]
                 dist = 0.5 * np.abs(alt - law).sum() * (mass / p.sum() if self.at == "emitted" else 1.0)
@@ -73,6 +75,8 @@ class LawSampler:
         return self._cdfs[key]
 
     def draws(self, recipe, seeds) -> np.ndarray:
+        from equiv.ops.verify.recipes import cdf_draw
+
         pr = recipe.make_problems()
         n, B = recipe.n, recipe.batch
         rows, d = recipe.rows(), recipe.row_tokens()
@@ -88,12 +92,9 @@ class LawSampler:
             out[c, :, :n] = np.where(j < stop[:, None], d, -1)
             token = np.where(stop < n, d[np.arange(B), np.minimum(stop, n - 1)], -1) if pr.draft is None \
                 else np.full(B, -1)
-            keys = np.stack([rows, stop, token], axis=1)
-            uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-            for k, (i, s, t) in enumerate(uniq):
-                at = np.flatnonzero(inverse.ravel() == k)
-                cdf = self._cdf(recipe, int(i), int(s), int(t))
-                last = int(np.searchsorted(cdf, cdf[-1], side="left"))      # the last token of mass
-                tok = np.searchsorted(cdf, u[at] * cdf[-1], side="right")
-                out[c, at, s] = np.minimum(tok, last)
+            uniq, inverse, counts = np.unique(np.stack([rows, stop, token], axis=1), axis=0,
+                                              return_inverse=True, return_counts=True)
+            by_key = np.split(np.argsort(inverse.ravel(), kind="stable"), np.cumsum(counts)[:-1])
+            for (i, s, t), at in zip(uniq, by_key):                 # the rows of each drawn law
+                out[c, at, s] = cdf_draw(self._cdf(recipe, int(i), int(s), int(t)), u[at])
         return out

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from equiv.ops.verify.recipes import problem_cache
+from equiv.ops.verify.recipes import cdf_draw, problem_cache
 
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
@@ -138,9 +138,7 @@ def continued(recipe, outputs, rng) -> tuple:
     need = ~emitted
     for lv in np.unique(level[need]):
         at = need & (level == lv)
-        u = rng.random(int(at.sum())) * cdf[lv, -1]
-        last = int(np.flatnonzero(np.diff(cdf[lv], prepend=0.0) > 0)[-1])
-        seq[at] = np.minimum(np.searchsorted(cdf[lv], u, side="right"), last)
+        seq[at] = cdf_draw(cdf[lv], rng.random(int(at.sum())))
     return seq.reshape(-1, n + 1), np.ascontiguousarray(level).reshape(-1, n + 1)
 
 

@@ -243,19 +243,25 @@ def _problems(r: VerifyRecipe) -> Problems:
                     np.stack([m[3] for m in made]))
 
 
+def cdf_draw(cdf: np.ndarray, u) -> np.ndarray:
+    """Tokens for uniforms ``u`` under one law's non-decreasing float64 ``cdf`` (inverse CDF): the
+    first token whose ``cdf`` exceeds ``u * total``, at most the last token where ``cdf`` rises
+    (``u * total`` can round up to ``total``)."""
+    last = np.searchsorted(cdf, cdf[-1], side="left")
+    return np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), last)
+
+
 @problem_cache(maxsize=16)
-def _proposal_cdfs(r: VerifyRecipe) -> tuple:
-    """``(cdf [P, n, V] float64, last [P, n])``: each proposal's CDF and its last token of mass
-    (shared by every part of a recipe: the power case's 32 draw from the same problems)."""
-    proposal = r.make_problems().proposal
-    last = proposal.shape[-1] - 1 - np.argmax(proposal[..., ::-1] > 0, axis=-1)
-    return np.cumsum(proposal.astype(np.float64), axis=-1), last
+def _proposal_cdfs(r: VerifyRecipe) -> np.ndarray:
+    """``[P, n, V]`` float64: each proposal's CDF (shared by every part of a recipe: the power
+    case's 32 draw from the same problems)."""
+    return np.cumsum(r.make_problems().proposal.astype(np.float64), axis=-1)
 
 
 @functools.lru_cache(maxsize=64)            # a GPU plan has 41 statistical recipes
 def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     """Drafts drawn per row from the problem's proposal (inverse CDF, float64)."""
-    cdfs, lasts = _proposal_cdfs(r)
+    cdfs = _proposal_cdfs(r)
     rows = r.rows()
     if r.part:
         u = np.random.default_rng([r.seed, _DRAFT_SALT, 2 ** 32 - r.part]).random((r.batch, r.n))
@@ -265,7 +271,5 @@ def _row_tokens(r: VerifyRecipe) -> np.ndarray:
     for i in range(r.n_problems):
         mine = rows == i
         for j in range(r.n):
-            cdf = cdfs[i, j]
-            tok = np.searchsorted(cdf, u[mine, j] * cdf[-1], side="right")
-            out[mine, j] = np.minimum(tok, lasts[i, j])                   # u * total == total
+            out[mine, j] = cdf_draw(cdfs[i, j], u[mine, j])
     return out
