@@ -15,7 +15,7 @@ import torch
 from equiv.mtp import SyntheticLM, acceptance_metrics, decode, greedy_reference, run_mtp
 from equiv.mtp.decoding import DecodeOutcome
 from equiv.mtp.harness import _sampling_lossless
-from equiv.mtp.statistics import greedy_identity
+from equiv.stats import greedy_identity
 from equiv.ops.draft_topk.paths import get_path
 
 V, B, R = 2048, 24, 10

@@ -13,7 +13,7 @@ import pytest
 
 from equiv.errors import InvalidArgument
 from equiv.mtp.calibration import biased_law, sampling_power
-from equiv.mtp.statistics import (ACCEPT_LENGTH_MARGIN, TVD_FLOOR, equivalence_test, greedy_identity,
+from equiv.stats import (ACCEPT_LENGTH_MARGIN, TVD_FLOOR, equivalence_test, greedy_identity,
                                   pit, sampling_fit)
 
 

@@ -92,7 +92,7 @@ def test_acceptance_family_fails_only_significant_and_large_differences():
 
 
 def test_drawn_tokens_fit_their_law_for_a_correct_sampler_and_not_for_a_biased_one():
-    from equiv.mtp.statistics import sampling_fit
+    from equiv.stats import sampling_fit
 
     r = RECIPE.with_(batch=2048, vocab=1025)
     outs = _outputs(r, calls=1)

@@ -2,14 +2,14 @@
 
 The public names of this package; the work lives in the modules named after them:
 ``models`` (synthetic target LM and draft), ``traces`` (recorded logits), ``decoding`` (the
-speculative-decoding loop and its consumers), ``metrics``, ``statistics`` and ``harness``
+speculative-decoding loop and its consumers), ``metrics`` and ``harness``; the statistics are ``equiv.stats``
 (``run_mtp``). docs/mtp.md describes the whole.
 """
 from equiv.mtp.decoding import CONSUMERS, DecodeOutcome, decode, greedy_reference
 from equiv.mtp.harness import BUDGETS, EXPECTED_FAILURES, MtpRecord, MtpRun, run_mtp
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics
 from equiv.mtp.models import SyntheticLM
-from equiv.mtp.statistics import (EquivalenceResult, GreedyIdentityResult, SamplingFitResult,
+from equiv.stats import (EquivalenceResult, GreedyIdentityResult, SamplingFitResult,
                                   equivalence_test, greedy_identity, pit, sampling_fit)
 from equiv.mtp.traces import Trace, TraceLM, load_trace, record_trace, save_trace
 

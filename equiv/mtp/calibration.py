@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.mtp.statistics import pit, sampling_fit
+from equiv.stats import pit, sampling_fit
 
 BIASES = ("none", "temperature", "argmax_mix", "residual_bug")
 OFFSET_SHARES = (0.41, 0.28, 0.18, 0.13)      # tokens per round offset, target_only at steps=3

@@ -40,7 +40,7 @@ from equiv.errors import InvalidArgument
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
                                 TREE_TOPK, DecodeOutcome, decode, greedy_reference)
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
-from equiv.mtp.statistics import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
+from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices, check_float, check_int
 

@@ -7,7 +7,7 @@ token, which changes what greedy decoding emits. Only a verdict made outside its
 import torch
 
 import equiv.mtp.harness as _harness
-import equiv.mtp.statistics as _statistics
+import equiv.stats.equivalence as _statistics
 
 _harness.MtpRecord.passed = property(lambda self: True)
 _harness.MtpRecord.failed_checks = property(lambda self: ())

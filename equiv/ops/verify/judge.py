@@ -31,7 +31,7 @@ each output set checked against the exact law of ``equiv.reference.verify``:
 5. ``distribution`` (chi-square): each drawn token (the recovered one at the first rejection, or
    the bonus) is compared with its exact law, tokens ordered by decreasing probability, two ways,
    each pooled over recipes and once per (family, slot) group: its randomized PIT, uniform under
-   the law (``equiv.mtp.statistics.sampling_fit``, ``PIT_BINS`` bins): it sees mass moved between
+   the law (``equiv.stats.sampling_fit``, ``PIT_BINS`` bins): it sees mass moved between
    head and tail; and its rank cell (``RANK_EDGES``: rank 0, 1, 2, 3, 4-5, ... 8192+) against the
    exact expected count of each cell (``rank_fit``): it sees mass moved between single head
    tokens, which laws of different shapes would cancel in pooled PIT bins.
@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from equiv.mtp.statistics import sampling_fit
+from equiv.stats import sampling_fit
 from equiv.ops.verify.calls import run_draws
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.mtp.statistics import pit
+from equiv.stats import cells_test, pit
 from equiv.ops.verify.recipes import VerifyRecipe, problem_cache
 
 ACCEPT_FLOOR = 0.01
@@ -197,28 +197,6 @@ def pit_values(recipe, outputs, rng) -> tuple:
     return u, groups, cell, cell_mass[level], level_repeats(sorted_laws, level, rank)
 
 
-def _cells_test(observed, expected):
-    """Pearson's chi-square of counts against expected counts, the tail cells merged until each
-    expects >= 5; ``(chi2, df, p, tvd)`` or None when fewer than two cells are left."""
-    from scipy.stats import chi2 as chi2_dist
-
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(observed[::-1], expected[::-1]):
-        acc_o, acc_e = acc_o + o, acc_e + e
-        if acc_e >= 5:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    if obs:
-        obs[-1] += acc_o
-        exp[-1] += acc_e
-    if len(obs) < 2:
-        return None
-    obs, exp = np.array(obs), np.array(exp)
-    stat = float(((obs - exp) ** 2 / exp).sum())
-    return stat, len(obs) - 1, float(chi2_dist.sf(stat, len(obs) - 1)), float(0.5 * np.abs(obs - exp).sum() / obs.sum())
-
-
 def rank_fit(cells, expected, groups, alpha: float, floor: float = TVD_FLOOR) -> list:
     """Chi-square of the drawn tokens' rank cells against their exact expected counts, pooled and
     per group, Bonferroni over the tests. Draws from different laws pool soundly: their cell
@@ -230,7 +208,7 @@ def rank_fit(cells, expected, groups, alpha: float, floor: float = TVD_FLOOR) ->
         n = int(np.count_nonzero(groups == label)) if label != "pooled" else int(cells.size)
         if n < 5 * PIT_BINS:
             continue
-        got = _cells_test(np.bincount(cells[sel], minlength=C).astype(float), expected[sel].sum(0))
+        got = cells_test(np.bincount(cells[sel], minlength=C).astype(float), expected[sel].sum(0))
         if got is not None:
             raw.append((label, n) + got)
     level = alpha / max(len(raw), 1)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from equiv.ops.verify.recipes import cdf_draw, problem_cache
+from equiv.stats import bernstein_p, cells_test, pit
 
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
@@ -145,7 +146,6 @@ def continued(recipe, outputs, rng) -> tuple:
 def lossless_values(recipe, outputs, rng) -> dict:
     """The continued rows mapped to what the tests need (PITs, groups, rank cells, joint cells,
     tail repeats, scores)."""
-    from equiv.mtp.statistics import pit
     from equiv.ops.verify.laws import RANK_EDGES
     from equiv.ops.verify.tail import level_repeats
 
@@ -166,15 +166,6 @@ def lossless_values(recipe, outputs, rng) -> dict:
             "tail": level_repeats(sorted_laws, lv, rank),
             "scores": {kind: (scores[i, lv, tok] - mean[i, lv], var[i, lv], top[i, lv])
                        for i, kind in enumerate(SCORES)}}
-
-
-def bernstein_p(total: float, var: float, bound: float) -> float:
-    """Two-sided tail bound of a sum of independent zero-mean terms ``|X_i| <= bound`` with total
-    variance ``var``: ``P(|sum| >= |total|) <= 2 exp(-t^2 / (2 (var + bound t / 3)))``."""
-    t = abs(total)
-    if t == 0.0:
-        return 1.0
-    return float(min(1.0, 2.0 * np.exp(-t * t / (2.0 * (var + bound * t / 3.0)))))
 
 
 def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) -> list:
@@ -206,15 +197,13 @@ def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) 
 def joint_tests(joint: dict, alpha: float, floor: float) -> list:
     """Chi-square of each neighbouring pair's binned PITs against the uniform square, pooled and
     per group, Bonferroni over the tests."""
-    from equiv.ops.verify.laws import _cells_test
-
     cells = JOINT_BINS * JOINT_BINS
     pooled = {"pooled": np.concatenate(list(joint.values()))} if joint else {}
     raw = []
     for label, got in {**pooled, **joint}.items():
         if got.size < 5 * cells:
             continue
-        res = _cells_test(np.bincount(got, minlength=cells).astype(float), np.full(cells, got.size / cells))
+        res = cells_test(np.bincount(got, minlength=cells).astype(float), np.full(cells, got.size / cells))
         if res is not None:
             raw.append((label, int(got.size)) + res)
     level = alpha / max(len(raw), 1)

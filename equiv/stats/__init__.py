@@ -1,0 +1,31 @@
+"""The statistics behind every verdict, in one place low in the house.
+
+Ops (verify, verify_tree) and features (mtp) import these; none imports another for them.
+``equivalence`` holds the paired TOST of accept lengths and the greedy identity; ``fit`` the
+goodness-of-fit tests of drawn tokens against exact laws (randomized PIT, binned chi-square,
+Bernstein); each function's docstring names its source, and its calibration lives in the docs
+named there.
+"""
+from equiv.stats.equivalence import (ACCEPT_LENGTH_MARGIN, EQUIVALENCE_ALPHA, EquivalenceResult,
+                                     GreedyIdentityResult, equivalence_test, greedy_identity)
+from equiv.stats.fit import (MIN_EXPECTED, PIT_BINS, SAMPLING_ALPHA, TVD_FLOOR, PitTest,
+                             SamplingFitResult, bernstein_p, cells_test, pit, sampling_fit)
+
+__all__ = [
+    "ACCEPT_LENGTH_MARGIN",
+    "EQUIVALENCE_ALPHA",
+    "MIN_EXPECTED",
+    "PIT_BINS",
+    "SAMPLING_ALPHA",
+    "TVD_FLOOR",
+    "EquivalenceResult",
+    "GreedyIdentityResult",
+    "PitTest",
+    "SamplingFitResult",
+    "bernstein_p",
+    "cells_test",
+    "equivalence_test",
+    "greedy_identity",
+    "pit",
+    "sampling_fit",
+]
