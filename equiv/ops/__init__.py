@@ -14,7 +14,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-OP_NAMES = ("draft_topk", "verify")
+OP_NAMES = ("draft_topk", "verify", "verify_tree")
 DEFAULT_OP = "draft_topk"
 
 

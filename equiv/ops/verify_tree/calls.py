@@ -1,0 +1,115 @@
+"""How the judge calls a tree verifier: seeded calls on one recipe, through the runner.
+
+Plan. ``draw(fn, device, payload)`` is a probe of ``equiv.run`` (run next to the live callable:
+in the supervised worker for a user's verifier, in process for ours). It builds the recipe's four
+inputs once on ``device``, each inside a guard band (``equiv.run.guard.Guarded``, the one rule for
+"modified its input"), calls ``fn(parents, draft_token_ids, draft_probs, target_probs,
+generator)`` once per seed with a fresh ``torch.Generator``, and checks what needs no statistics:
+a pair of tensors, int64, ``[B, D+1]`` each, on the inputs' device, inputs unchanged. It returns
+plain values: ``{"paths": [calls, B, D+1], "outputs": [calls, B, D+1], "problem", "cause"}``
+(``cause``: ``raise``, ``output type`` or ``input write``; the runner's own failures are
+``crash or hang``), as verify's probe does (equiv/ops/verify/calls.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
+
+
+@dataclass(frozen=True)
+class TreeDraws:
+    recipe: str
+    seeds: tuple
+    paths: np.ndarray
+    outputs: np.ndarray
+    problem: str | None = None
+    cause: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def _pair_problem(out, want, device) -> str | None:
+    import torch
+
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        return f"returned a {type(out).__name__}, not a pair (accepted_path, output_token_ids)"
+    for name, t in zip(("accepted_path", "output_token_ids"), out):
+        if not isinstance(t, torch.Tensor):
+            return f"returned {name} as a {type(t).__name__}, not a torch.Tensor"
+        if t.dtype != torch.int64:
+            return f"returned {name} of dtype {str(t.dtype).replace('torch.', '')}, not int64"
+        if tuple(t.shape) != want:
+            return f"returned {name} of shape {list(t.shape)}, not {list(want)} ([B, D+1], D the deepest node)"
+        if t.device != device:
+            return f"returned {name} on {t.device}, not on the inputs' device {device}"
+    return None
+
+
+def draw(fn, device, payload) -> dict:
+    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
+    import torch
+
+    from equiv.ops.verify_tree.recipes import TreeRecipe
+    from equiv.run.guard import Guarded
+
+    recipe = TreeRecipe.parse(payload["recipe"])
+    built = recipe.build(device)
+    if payload.get("guarded", True):
+        guards = [None if t is None else Guarded(t, name) for t, name in zip(built, INPUT_NAMES)]
+        args = [None if g is None else g.tensor for g in guards]
+    else:                                           # our own samplers, in calibration: speed
+        guards, args = [], list(built)
+    dev = args[3].device
+    want = (recipe.batch, recipe.trees().max_depth + 1)
+    paths, outs, problem, cause = [], [], None, None
+    for seed in payload["seeds"]:
+        gen = torch.Generator(device=dev).manual_seed(int(seed))
+        try:
+            out = fn(*args, gen)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as exc:                    # the candidate's own failure is a verdict
+            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            problem, cause = f"raised {type(exc).__name__}" + (f": {text}" if text else ""), "raise"
+            break
+        problem, cause = _pair_problem(out, want, dev), "output type"
+        if not problem:
+            problem, cause = next((p for p in (g.problem("during the call") for g in guards if g is not None)
+                                   if p), None), "input write"
+        if problem:
+            break
+        paths.append(out[0].cpu().numpy())
+        outs.append(out[1].cpu().numpy())
+    empty = np.zeros((0, *want), dtype=np.int64)
+    return {"paths": np.stack(paths) if paths else empty, "outputs": np.stack(outs) if outs else empty,
+            "problem": problem, "cause": cause if problem else None}
+
+
+def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:
+    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
+    from equiv.errors import CandidateLoadError
+    from equiv.run import CandidateSpec, runner_for
+    from equiv.run.load import Candidate
+
+    if isinstance(candidate, Candidate):
+        try:
+            target = CandidateSpec.parse(candidate.spec, "verify_tree")
+        except CandidateLoadError:
+            target = candidate.fn
+    else:
+        target = CandidateSpec.parse(candidate, "verify_tree")
+    payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds], "guarded": guarded}
+    budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
+    runner = runner_for(target, device=device, timeout=budget, op="verify_tree")
+    got = runner.probe("equiv.ops.verify_tree.calls:draw", payload, timeout=budget)
+    want = (0, recipe.batch, recipe.trees().max_depth + 1)
+    if not got.ok:
+        empty = np.zeros(want, dtype=np.int64)
+        return TreeDraws(str(recipe), tuple(payload["seeds"]), empty, empty, f"{got.problem}", "crash or hang")
+    v = got.value
+    return TreeDraws(str(recipe), tuple(payload["seeds"]), v["paths"], v["outputs"], v["problem"], v.get("cause"))

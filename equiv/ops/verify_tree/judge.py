@@ -1,0 +1,501 @@
+"""The judge of a tree verifier: is the emitted text lossless under the construction it declares?
+
+Plan. A verdict rests on seeded calls of the candidate on recipes (recipes.py: a target and a
+draft that are seeded functions of the whole prefix, trees drafted by ``topk``, ``iid`` or
+``wor``), each output checked in this (the verdict) process against the laws of
+``equiv.reference.verify_tree``:
+
+1. ``contract`` (exact): a pair of int64 ``[B, D+1]`` tensors on the inputs' device, inputs
+   unchanged (calls.py); ``accepted_path = [0, a1 .. ak, -1 ..]`` a real chain of children of
+   present nodes, ``output_token_ids = [tok(a1) .. tok(ak), x, -1 ..]`` with ``x`` in ``[0, V)``;
+   the same generator seed gives the same pair (the first seed is called again last).
+2. ``support`` (exact): no emitted token has target probability 0 after its node.
+3. ``greedy`` (exact): on one-hot targets (temperature 0) the text is greedy decoding's, token
+   for token (reference ``greedy_text``): every lossless verifier emits exactly it.
+4. ``marginal`` (statistics): each row's text is continued past its last token with fresh draws
+   from the target (the same prefix function), to ``D+1`` tokens. Under a lossless verifier the
+   randomized PIT of each token under the target law after its prefix (the Rosenblatt transform)
+   is uniform and independent of the past: chi-square in ``PIT_BINS`` bins, pooled and per
+   (family, construction, position); and the Bernstein score tests of verify (lossless.py): the
+   ``target`` score ``p(y)`` for every token, and for ``topk`` trees (fixed, so the score is known
+   before the call) the ``residual`` score: at a prefix that is a tree node with child tokens
+   ``C``, ``p(y) 1[y not in C] / (1 - p(C))`` -- the law a target-only verifier draws from, where
+   its bugs live. (For ``iid``/``wor`` the law holds only on average over trees, so no score may
+   depend on the tree.)
+5. ``joint``: the binned PITs of neighbouring positions against the uniform square (verify's).
+6. ``exhaustive`` (small V): every continued text is one of ``V**(D+1)`` cells; chi-square of the
+   cell counts against the exact sequence law of each row's root (reference ``sequence_law``).
+
+Family-wise error ``FAMILY_ALPHA = 1e-4`` per judge run: a quarter each to the PIT, score, joint
+and exhaustive tests, Bonferroni inside each; a test fails only when significant AND its effect
+passes a floor (binned TVD ``LOSSLESS_TVD_FLOOR``, score ``SCORE_FLOOR``, exhaustive
+``EXHAUSTIVE_FLOOR``). *Efficiency*: per statistical recipe, the mean accept length (accepted
+drafts + 1) against the optimum of a lossless verifier on the same trees
+(reference ``optimum_accept_length``). Calibration: docs/verify_tree.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from equiv.ops.verify.judge import VerifyCheck
+from equiv.ops.verify.laws import sorted_table
+from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
+from equiv.ops.verify.recipes import cdf_draw
+from equiv.ops.verify_tree.calls import run_draws
+from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step
+from equiv.reference import verify_tree as ref
+from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
+
+CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive")
+FAMILY_ALPHA = 1e-4
+SHARE = {"pit": 0.25, "score": 0.25, "joint": 0.25, "exhaustive": 0.25}
+EXHAUSTIVE_FLOOR = 0.005
+EXHAUSTIVE_MAX_CELLS = 4096
+_SALT = 4099
+
+
+@dataclass(frozen=True)
+class Case:
+    recipe: TreeRecipe
+    calls: int
+    seed: int
+    statistical: bool = False
+
+    @property
+    def seeds(self) -> tuple:
+        return tuple(range(self.seed, self.seed + self.calls)) + (self.seed,)   # last: the replay
+
+
+@dataclass(frozen=True)
+class TreeVerdict:
+    """Every check of one judge run, with what ran and under which declared construction."""
+
+    candidate: str
+    device: str
+    seed: int
+    drafts: str
+    checks: tuple
+    recipes: int
+    calls: int
+    rows: int
+    efficiency: tuple = ()
+    notes: tuple = ()
+    law: str = "lossless"
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and self.calls > 0 and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if not c.passed]
+
+    def summary(self) -> str:
+        lines = [f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} (lossless for "
+                 f"drafts={self.drafts}; {self.recipes} recipes, {self.calls} calls, {self.rows} rows)"]
+        lines += [f"  {c.check:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}" for c in self.checks]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.efficiency:
+            lines.append(f"  {'efficiency':<12} {'accept length':>13} {'tree optimum':>13} {'ratio':>6}  recipe")
+            lines += [f"  {'':<12} {e['accept_length']:>13.3f} {e['token_optimum']:>13.3f} {e['ratio']:>6.3f}  "
+                      f"{e['recipe']}" for e in self.efficiency]
+        lines += [c.repro for c in self.failed if c.repro]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"candidate": self.candidate, "device": self.device, "seed": self.seed, "drafts": self.drafts,
+                "passed": self.passed, "recipes": self.recipes, "calls": self.calls, "rows": self.rows,
+                "checks": [c.to_json() for c in self.checks], "efficiency": list(self.efficiency),
+                "notes": list(self.notes)}
+
+
+def repro_line(spec, recipe, calls, seed, device, drafts) -> str:
+    return (f"REPRO: equiv check --op verify_tree --candidate {spec} --recipe '{recipe}' --calls {calls} "
+            f"--seed {seed} --device {device} --drafts {drafts}")
+
+
+# -- exact checks ---------------------------------------------------------------------------------
+
+def layout_problem(recipe, paths, outs):
+    """``(call, row, message)`` of the first output that breaks the path / token layout, else None."""
+    t = recipe.trees()
+    V, N = recipe.vocab, recipe.nodes
+    C, B, W = paths.shape
+    for c in range(C):
+        for b in range(B):
+            pa, out = paths[c, b], outs[c, b]
+            if pa[0] != 0:
+                return c, b, f"accepted_path starts with {pa[0]}, not 0 (the root)"
+            k = 0
+            while k + 1 < W and pa[k + 1] != -1:
+                node = int(pa[k + 1])
+                if not 0 < node < N or t.parents[b, node] != pa[k]:
+                    return c, b, (f"accepted_path {pa.tolist()}: node {node} is not a child of node {int(pa[k])} "
+                                  f"(parents {t.parents[b].tolist()})")
+                k += 1
+            if (pa[k + 1:] != -1).any():
+                return c, b, f"accepted_path {pa.tolist()}: an entry after the first -1 is not -1"
+            want = t.tokens[b, pa[1:k + 1]]
+            if (out[:k] != want).any():
+                return c, b, (f"output_token_ids {out.tolist()} do not start with the accepted nodes' tokens "
+                              f"{want.tolist()} (path {pa[:k + 1].tolist()})")
+            if not 0 <= out[k] < V:
+                return c, b, (f"output_token_ids {out.tolist()}: the drawn token after {k} accepted drafts is "
+                              f"{out[k]}, not a token in [0, {V})")
+            if (out[k + 1:] != -1).any():
+                return c, b, f"output_token_ids {out.tolist()}: an entry after the drawn token is not -1"
+    return None
+
+
+def _lengths(paths):
+    return (paths[..., 1:] != -1).sum(-1)
+
+
+def support_problem(recipe, paths, outs):
+    t, m = recipe.trees(), recipe.model()
+    k = _lengths(paths)
+    C, B, W = outs.shape
+    for j in range(W):
+        emitted = j <= k
+        node = np.where(emitted, paths[..., min(j, W - 1)] if j < W else 0, 0).clip(min=0)
+        idx = t.index[np.arange(B)[None, :], node]
+        prob = m.target32[idx, np.where(emitted, outs[..., j], 0)]
+        bad = emitted & ~(prob > 0)
+        if bad.any():
+            c, b = (int(v[0]) for v in np.nonzero(bad))
+            return c, b, (f"position {j} emitted token {outs[c, b, j]} whose target probability after node "
+                          f"{int(node[c, b])} is 0: no lossless verifier emits it")
+    return None
+
+
+def greedy_problem(recipe, paths, outs):
+    t, m = recipe.trees(), recipe.model()
+    for b in range(recipe.batch):
+        _, text = ref.greedy_text(t.parents[b], t.tokens[b], m.target[t.index[b]])
+        want = np.full(outs.shape[-1], -1)
+        want[:len(text)] = text
+        bad = np.flatnonzero((outs[:, b] != want).any(-1))
+        if bad.size:
+            c = int(bad[0])
+            return c, b, (f"emitted {outs[c, b].tolist()} where greedy decoding through the tree (one-hot "
+                          f"targets) emits {want.tolist()}")
+    return None
+
+
+# -- statistics ------------------------------------------------------------------------------------
+
+def _trie(parents, tokens, b):
+    """``{(node, token): first child node}`` of row ``b``."""
+    out: dict = {}
+    for i in range(1, parents.shape[1]):
+        p = int(parents[b, i])
+        if p >= 0:
+            out.setdefault((p, int(tokens[b, i])), i)
+    return out
+
+
+def continued(recipe, paths, outs, rng):
+    """``(tokens, levels, nodes)`` ``[C, B, L]``: each row's text continued past its last token
+    with draws from the target, the bank law each token was drawn under, and the tree node its
+    prefix is (-1 once the prefix left the tree)."""
+    t, m = recipe.trees(), recipe.model()
+    C, B, L = outs.shape
+    k = _lengths(paths)
+    seq = outs.copy()
+    levels = np.empty_like(seq)
+    nodes = np.full_like(seq, -1)
+    state = np.broadcast_to(t.state[:, 0], (C, B)).copy()
+    tries = [_trie(t.parents, t.tokens, b) for b in range(B)]
+    node = np.zeros((C, B), dtype=np.int64)
+    for j in range(L):
+        lv = law_index(state)
+        levels[..., j] = lv
+        nodes[..., j] = node
+        need = j > k
+        for law in np.unique(lv[need]):
+            at = need & (lv == law)
+            seq[..., j][at] = cdf_draw(m.target_cdf[law], rng.random(int(at.sum())))
+        state = step(state, seq[..., j])
+        for c in range(C):
+            for b in range(B):
+                n = node[c, b]
+                node[c, b] = -1 if n < 0 else tries[b].get((int(n), int(seq[c, b, j])), -1)
+    return seq, levels, nodes
+
+
+def _score_parts(recipe, seq, levels, nodes):
+    """The ``target`` and (topk trees) ``residual`` scores (module docstring): per token
+    ``(s - mean, var, max s)``."""
+    m, t = recipe.model(), recipe.trees()
+    p = m.target
+    s2, s3, top = (p * p).sum(1), (p ** 3).sum(1), p.max(1)
+    lv, tok = levels.ravel(), seq.ravel()
+    out = {"target": (p[lv, tok] - s2[lv], s3[lv] - s2[lv] ** 2, top[lv])}
+    if recipe.drafts != "topk":
+        return out
+    B = seq.shape[1]
+    rows = np.broadcast_to(np.arange(B)[None, :, None], seq.shape).ravel()
+    nd = nodes.ravel()
+    dev, var, mx = np.zeros(lv.size), np.zeros(lv.size), np.zeros(lv.size)
+    kids: dict = {}
+    for i in np.flatnonzero(nd >= 0):
+        b, n, law = int(rows[i]), int(nd[i]), int(lv[i])
+        key = (b, n)
+        if key not in kids:
+            C = sorted({int(t.tokens[b, c]) for c in range(1, recipe.nodes) if t.parents[b, c] == n})
+            rest = 1.0 - p[law, C].sum() if C else 1.0
+            if not C or rest <= 1e-12:
+                kids[key] = None
+            else:
+                mean = (s2[law] - (p[law, C] ** 2).sum()) / rest
+                e2 = (s3[law] - (p[law, C] ** 3).sum()) / rest ** 2
+                keep = p[law].copy()
+                keep[C] = 0.0
+                kids[key] = (set(C), rest, mean, max(e2 - mean * mean, 0.0), keep.max() / rest)
+        got = kids[key]
+        if got is None:
+            continue
+        C, rest, mean, v, top_r = got
+        y = int(tok[i])
+        dev[i] = (0.0 if y in C else p[law, y] / rest) - mean
+        var[i], mx[i] = v, top_r
+    out["residual"] = (dev, var, mx)
+    return out
+
+
+class _Stats:
+    def __init__(self):
+        self.u, self.groups, self.joint, self.scores, self.exhaustive, self.cases = [], [], {}, [], [], []
+
+
+def _statistics_of_case(case, paths, outs, stats, rng):
+    r = case.recipe
+    m = r.model()
+    seq, levels, nodes = continued(r, paths, outs, rng)
+    sorted_laws, rank_of, _ = _tables(r.family, r.seed, r.vocab)
+    u = pit(sorted_laws, levels.ravel(), rank_of[levels.ravel(), seq.ravel()], rng)
+    L = seq.shape[-1]
+    pos = np.broadcast_to(np.arange(L), seq.shape).ravel()
+    stats.u.append(u)
+    stats.groups.append(np.char.add(f"{r.family}:{r.drafts}:position", pos.astype(str)))
+    k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(-1, L)
+    for j in range(L - 1):
+        stats.joint.setdefault(f"{r.family}:{r.drafts}:positions {j},{j + 1}", []).append(
+            k[:, j] * JOINT_BINS + k[:, j + 1])
+    stats.scores.append(_score_parts(r, seq, levels, nodes))
+    stats.cases.append(case)
+    if r.vocab ** L <= EXHAUSTIVE_MAX_CELLS:
+        t = r.trees()
+        flat = seq.reshape(-1, L) @ (r.vocab ** np.arange(L - 1, -1, -1))
+        roots = np.broadcast_to(t.tokens[:, 0], seq.shape[:2]).ravel()
+        expected = np.zeros(r.vocab ** L)
+        for root in np.unique(roots):
+            law = ref.sequence_law(_target_fn(m), int(root), r.vocab, L).ravel()
+            expected += law * int((roots == root).sum())
+        observed = np.bincount(flat, minlength=expected.size).astype(float)
+        order = np.argsort(-expected, kind="stable")
+        got = cells_test(observed[order], expected[order])
+        if got is not None:
+            stats.exhaustive.append((str(r), int(flat.size)) + got)
+
+
+def _target_fn(m):
+    def target(prefix):
+        state = m.start(np.array(prefix[0]))
+        for y in prefix[1:]:
+            state = step(state, y)
+        return m.target[int(law_index(state))]
+    return target
+
+
+_TABLES: dict = {}
+
+
+def _tables(family, seed, vocab):
+    key = (family, seed, vocab)
+    if key not in _TABLES:
+        from equiv.ops.verify_tree.recipes import tree_model
+
+        _TABLES.clear() if len(_TABLES) > 6 else None
+        _TABLES[key] = sorted_table(tree_model(family, seed, vocab).target)
+    return _TABLES[key]
+
+
+def efficiency(recipe, paths) -> dict:
+    t, m = recipe.trees(), recipe.model()
+    best = np.array([ref.optimum_accept_length(t.parents[b], t.tokens[b], m.target[t.index[b]])
+                     for b in range(recipe.batch)])
+    got = (_lengths(paths) + 1).ravel().astype(np.float64)
+    return {"recipe": str(recipe), "rows": int(got.size), "accept_length": float(got.mean()),
+            "stderr": float(got.std(ddof=1) / np.sqrt(got.size)) if got.size > 1 else 0.0,
+            "token_optimum": float(best.mean()), "ratio": float(got.mean() / best.mean())}
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+
+class _Findings:
+    def __init__(self, spec, device, drafts):
+        self.spec, self.device, self.drafts = spec, device, drafts
+        self.first: dict = {}
+        self.ran = {c: 0 for c in CHECKS}
+
+    def fail(self, check, case, found, evidence=None, repro=None, cause=None):
+        old = self.first.get(check)
+        if old is not None and (repro or _size(old.recipe) <= _size(case.recipe)):
+            return
+        call, row, message = found
+        where = "" if row is None else f"row {row} of call {call} (seed {case.seeds[call]}): "
+        self.first[check] = VerifyCheck(check, False, f"{where}{message}", str(case.recipe),
+                                        repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
+                                                            self.device, self.drafts),
+                                        {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
+
+
+def _size(recipe) -> int:
+    r = TreeRecipe.parse(recipe) if isinstance(recipe, str) else recipe
+    return r.batch * r.nodes * r.vocab
+
+
+def _judge_case(case, draws, found, stats, eff, rng):
+    r = case.recipe
+    if not draws.ok:
+        found.fail("contract", case, (len(draws.outputs), None, f"the candidate {draws.problem}"),
+                   cause=draws.cause or "contract")
+        return
+    found.ran["contract"] += 1
+    paths, outs = draws.paths, draws.outputs
+    again = np.flatnonzero(((paths[-1] != paths[0]) | (outs[-1] != outs[0])).any(-1))
+    if again.size:
+        b = int(again[0])
+        found.fail("contract", case, (0, b, f"the same generator seed gave {outs[-1][b].tolist()} then "
+                                            f"{outs[0][b].tolist()}"), cause="determinism")
+    paths, outs = paths[:-1], outs[:-1]
+    bad = layout_problem(r, paths, outs)
+    if bad:
+        found.fail("contract", case, bad, cause="path layout")
+        return
+    found.ran["support"] += outs.shape[0] * outs.shape[1]
+    bad = support_problem(r, paths, outs)
+    if bad:
+        found.fail("support", case, bad, cause="support")
+    if r.family == "onehot_target":
+        found.ran["greedy"] += outs.shape[0] * outs.shape[1]
+        bad = greedy_problem(r, paths, outs)
+        if bad:
+            found.fail("greedy", case, bad, cause="greedy")
+    if case.statistical:
+        eff.append(efficiency(r, paths))
+        _statistics_of_case(case, paths, outs, stats, rng)
+
+
+def _group_cause(group: str) -> str:
+    slot = group.split(":")[-1]
+    return f"emitted law at {slot.replace('position', 'position ')}" if slot.startswith("position") else \
+        "emitted law"
+
+
+def _case_of(stats, group):
+    fam = group.split(":")[0]
+    return next((c for c in stats.cases if c.recipe.family == fam), stats.cases[0])
+
+
+def _statistical_checks(found, stats, repro) -> list:
+    if not stats.cases:
+        return []
+    out = []
+    u, groups = np.concatenate(stats.u), np.concatenate(stats.groups)
+    fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA * SHARE["pit"], tvd_floor=LOSSLESS_TVD_FLOOR, bins=PIT_BINS)
+    kinds = sorted({k for s in stats.scores for k in s})
+    scores = score_tests({k: tuple(np.concatenate([s[k][i] for s in stats.scores if k in s]) for i in range(3))
+                          for k in kinds},
+                         np.concatenate([g for g, s in zip(stats.groups, stats.scores)]),
+                         FAMILY_ALPHA * SHARE["score"]) if kinds else []
+    failed = [(t.group, f"{t.n} tokens: chi-square {t.chi2:.1f} over {t.bins} PIT bins, p = {t.p_value:.3g}, "
+                        f"binned TVD {t.tvd:.4f} > floor {LOSSLESS_TVD_FLOOR}") for t in fit.tests if t.failed]
+    failed += [(t["group"], f"{t['n']} tokens: {t['score']} score off its exact mean by {t['z']:+.1f} standard "
+                            f"deviations, Bernstein p = {t['p_value']:.3g} < {t['level']:.3g}, total variation at "
+                            f"least {t['tv_bound']:.4f} > floor {SCORE_FLOOR}") for t in scores if t["failed"]]
+    if failed:
+        group, what = min(failed, key=lambda f: f[0] == "pooled")
+        found.fail("marginal", _case_of(stats, group), (None, None, f"{group}: {what}"),
+                   {"group": group, "pit": fit.to_json(), "scores": scores}, repro, cause=_group_cause(group))
+    else:
+        smallest = min([fit.min_p_value] + [t["p_value"] for t in scores])
+        out.append(VerifyCheck("marginal", True, f"{fit.tokens} tokens, {len(fit.tests)} PIT chi-square and "
+                                                 f"{len(scores)} score tests; smallest p = {smallest:.3g}"))
+    joint = joint_tests({k: np.concatenate(v) for k, v in stats.joint.items()},
+                        FAMILY_ALPHA * SHARE["joint"], LOSSLESS_TVD_FLOOR)
+    bad = [t for t in joint if t["failed"]]
+    if bad:
+        t = bad[0]
+        found.fail("joint", _case_of(stats, t["group"]), (None, None, (
+            f"{t['group']}: chi-square {t['chi2']:.1f} over {t['df'] + 1} cells ({t['n']} pairs), p = "
+            f"{t['p_value']:.3g} < {t['level']:.3g}, binned TVD {t['tvd']:.4f}")), {"group": t["group"]}, repro,
+            cause=f"joint law of {t['group'].split(':')[-1]}")
+    elif joint:
+        out.append(VerifyCheck("joint", True, f"{len(joint)} neighbouring-position chi-square tests; smallest "
+                                              f"p = {min(t['p_value'] for t in joint):.3g}"))
+    if stats.exhaustive:
+        level = FAMILY_ALPHA * SHARE["exhaustive"] / len(stats.exhaustive)
+        bad = [e for e in stats.exhaustive if e[4] < level and e[5] > EXHAUSTIVE_FLOOR]
+        if bad:
+            rec, n, chi2, df, p, tvd = bad[0]
+            case = next(c for c in stats.cases if str(c.recipe) == rec)
+            found.fail("exhaustive", case, (None, None, (
+                f"{n} continued texts in {df + 1} cells against the exact sequence law: chi-square {chi2:.1f}, "
+                f"p = {p:.3g} < {level:.3g}, TVD {tvd:.4f} > floor {EXHAUSTIVE_FLOOR}")), {"recipe": rec}, repro,
+                cause="text law (exhaustive)")
+        else:
+            out.append(VerifyCheck("exhaustive", True, f"{len(stats.exhaustive)} exact comparisons of the whole "
+                                                       f"text's law; smallest p = "
+                                                       f"{min(e[4] for e in stats.exhaustive):.3g}"))
+    return out
+
+
+def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = None, seed: int = 0,
+              timeout: float | None = None, repro: str | None = None, progress=None) -> TreeVerdict:
+    """Judge ``candidate`` on ``cases`` (module docstring); ``drafts`` the declared construction."""
+    spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
+    drawn = []
+    for i, case in enumerate(cases):
+        drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
+        if progress:
+            progress(i + 1, len(cases), str(case.recipe))
+        if drawn[-1].problem and "did not return" in drawn[-1].problem:
+            break
+    return judge_draws(cases, drawn, spec=str(spec), device=device, seed=seed, repro=repro, drafts=drafts)
+
+
+def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk") -> TreeVerdict:
+    found = _Findings(spec, device, drafts)
+    stats, eff = _Stats(), []
+    rng = np.random.default_rng([seed, _SALT])
+    for case, draws in zip(cases, drawn):
+        _judge_case(case, draws, found, stats, eff, rng)
+    checks = _statistical_checks(found, stats, repro)
+    exact = {"contract": f"{found.ran['contract']} recipes: a pair of int64 [B, D+1] tensors, a real chain of "
+                         f"children, the drafted tokens then one drawn token, inputs unchanged, same seed -> same "
+                         f"output",
+             "support": f"{found.ran['support']} outputs: no emitted token of target probability 0",
+             "greedy": f"{found.ran['greedy']} outputs on one-hot targets: greedy decoding's text"}
+    statistical = any(c.statistical for c in cases)
+    out = []
+    for check in CHECKS:
+        if check in found.first:
+            out.append(found.first[check])
+        elif check in exact and found.ran[check]:
+            out.append(VerifyCheck(check, True, exact[check]))
+        elif check in exact and (check != "greedy" or any(c.recipe.family == "onehot_target" for c in cases)):
+            out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
+        elif statistical and check not in exact:
+            got = [c for c in checks if c.check == check]
+            if got:
+                out += got
+            elif check != "exhaustive" or any(c.recipe.vocab ** (c.recipe.trees().max_depth + 1)
+                                               <= EXHAUSTIVE_MAX_CELLS for c in cases if c.statistical):
+                out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
+    calls = sum(len(d.outputs) for d in drawn)
+    rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
+    return TreeVerdict(spec, device, seed, drafts, tuple(out), len(cases), calls, rows, tuple(eff))

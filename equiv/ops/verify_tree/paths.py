@@ -1,0 +1,218 @@
+"""Built-in tree verifiers, written from the algorithms' descriptions (torch, batched over rows).
+
+Every verifier is ``fn(parents, draft_token_ids, draft_probs, target_probs, generator) ->
+(accepted_path [B, D+1] int64, output_token_ids [B, D+1] int64)``. It walks the tree from the
+root one level at a time for every row at once: at the current node it tries the node's
+children in node order, moves to the accepted one, and when none is accepted (or at a leaf)
+draws the one token that ends the text. Each declares the draft constructions it is lossless
+for with the attribute ``drafts`` (``equiv.ops.verify_tree.judge``):
+
+| name | rule at a node | ``drafts`` |
+|---|---|---|
+| ``greedy`` | accept the child that is the target's argmax; else emit the argmax | temperature 0 only (``targets = "onehot"``) |
+| ``target_only`` | one coin per level; child ``k`` accepted when the coin falls under the target mass of children 1..k; else draw from the target without the children (SGLang's rule, both thresholds 1) | ``topk`` |
+| ``eagle_onehot`` | a coin per child: accept with ``p(x)`` (the draft taken as one-hot), else zero ``x`` and renormalise; draw from what is left | ``any`` |
+| ``specinfer`` | multi-step speculative sampling: accept with ``min(1, p(x) / q(x))``, else ``p <- norm(max(0, p - q))`` | ``iid`` |
+| ``recursive_rejection`` | as specinfer, and after a rejection ``q`` loses ``x`` (renormalised) | ``wor`` |
+
+``target_only`` sums the mass of duplicate siblings twice, so it is not lossless for ``iid``
+trees (whose siblings repeat); ``eagle_onehot`` zeroes a rejected token, so a repeat is never
+accepted, and it is lossless for any tree drawn independently of its coins.
+"""
+from __future__ import annotations
+
+
+def tree_layout(parents):
+    """``(children [B, N, F] int64 (-1 padding), F, D)``: each node's children in node order, the
+    widest fan-out and the deepest node, from ``parents`` alone."""
+    import torch
+
+    B, N = parents.shape
+    dev = parents.device
+    present = parents >= 0
+    par = parents.clamp(min=0)
+    onehot = torch.zeros(B, N, N, dtype=torch.int64, device=dev)
+    onehot.scatter_(2, par.unsqueeze(-1), present.long().unsqueeze(-1))
+    slot = onehot.cumsum(1).gather(2, par.unsqueeze(-1)).squeeze(-1) - 1
+    F = int(slot[present].max().item()) + 1 if bool(present.any()) else 1
+    children = torch.full((B, N, F), -1, dtype=torch.int64, device=dev)
+    b, i = torch.nonzero(present, as_tuple=True)
+    children[b, par[b, i], slot[b, i]] = i
+    depth = torch.zeros(B, N, dtype=torch.int64, device=dev)
+    depth[parents == -2] = -1
+    for _ in range(N):
+        depth = torch.where(present, depth.gather(1, par) + 1, depth)
+    D = int(depth.max().item()) if N else 0
+    return children, F, D
+
+
+def _walk(parents, tokens, q, p, gen, rule, draw):
+    """The common walk: ``rule(state, p_row, q_row, child_tokens, valid) -> accepted slot (-1
+    none)`` at each level, ``draw(state) -> token`` where the walk stops."""
+    import torch
+
+    B, N, V = p.shape
+    dev = p.device
+    children, F, D = tree_layout(parents)
+    rows = torch.arange(B, device=dev)
+    cur = torch.zeros(B, dtype=torch.int64, device=dev)
+    alive = torch.ones(B, dtype=torch.bool, device=dev)
+    path = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
+    out = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
+    path[:, 0] = 0
+    for d in range(D + 1):
+        kids = children[rows, cur]                                        # [B, F]
+        valid = (kids >= 0) & alive[:, None]
+        kid_tok = tokens.gather(1, kids.clamp(min=0))
+        state = {"p": p[rows, cur].double(), "q": None if q is None else q[rows, cur].double(),
+                 "gen": gen, "depth": d, "rows": rows, "cur": cur, "parents": parents}
+        slot = rule(state, kid_tok, valid)
+        moved = alive & (slot >= 0)
+        nxt = kids.gather(1, slot.clamp(min=0)[:, None]).squeeze(1)
+        stop = alive & ~moved
+        token = torch.where(moved, tokens.gather(1, nxt.clamp(min=0)[:, None]).squeeze(1), draw(state, kid_tok, valid, stop))
+        out[:, d] = torch.where(alive, token, out[:, d])
+        if d + 1 <= D:
+            path[:, d + 1] = torch.where(moved, nxt, path[:, d + 1])
+        cur = torch.where(moved, nxt, cur)
+        alive = moved
+        if not bool(alive.any()):
+            break
+    return path, out
+
+
+def _sample(weights, gen):
+    """One token per row from non-negative ``weights`` [B, V] (rows of zero mass: the argmax of
+    the row's own target, a legal fallback never used by a lossless rule)."""
+    import torch
+
+    w = weights.clamp(min=0)
+    mass = w.sum(1)
+    safe = torch.where((mass > 0)[:, None], w, torch.ones_like(w))
+    return torch.multinomial(safe, 1, generator=gen).squeeze(1)
+
+
+def _zero(w, kid_tok, mask):
+    """``w`` with the tokens ``kid_tok[mask]`` set to 0 (per row)."""
+    return w.scatter(1, kid_tok, w.gather(1, kid_tok) * (~mask).double())
+
+
+def greedy(parents, draft_token_ids, draft_probs, target_probs, generator):
+    def rule(s, kid_tok, valid):
+        best = s["p"].argmax(1, keepdim=True)
+        hit = valid & (kid_tok == best)
+        return _first(hit)
+
+    def draw(s, kid_tok, valid, stop):
+        return s["p"].argmax(1)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+
+
+greedy.targets = "onehot"
+greedy.drafts = "any"
+
+
+def _first(hit):
+    import torch
+
+    F = hit.shape[1]
+    idx = torch.arange(F, device=hit.device).expand_as(hit)
+    first = torch.where(hit, idx, torch.full_like(idx, F)).min(1).values
+    return torch.where(first < F, first, torch.full_like(first, -1))
+
+
+def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
+    import torch
+
+    def rule(s, kid_tok, valid):
+        p = s["p"] / s["p"].sum(1, keepdim=True)
+        u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
+        cum = (p.gather(1, kid_tok) * valid.double()).cumsum(1)
+        return _first(valid & (u[:, None] < cum))
+
+    def draw(s, kid_tok, valid, stop):
+        return _sample(_zero(s["p"], kid_tok, valid), generator)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+
+
+target_only.drafts = "topk"
+
+
+def eagle_onehot(parents, draft_token_ids, draft_probs, target_probs, generator):
+    import torch
+
+    def rule(s, kid_tok, valid):
+        p = s["p"].clone()
+        B, F = kid_tok.shape
+        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
+        for k in range(F):
+            u = torch.rand(B, generator=generator, device=p.device, dtype=torch.float64)
+            tok = kid_tok[:, k:k + 1]
+            try_ = valid[:, k] & (chosen < 0)
+            take = try_ & (u * p.sum(1) < p.gather(1, tok).squeeze(1))
+            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
+            p = _zero(p, tok, (try_ & ~take)[:, None])
+        s["residual"] = p
+        return chosen
+
+    def draw(s, kid_tok, valid, stop):
+        return _sample(s["residual"], generator)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+
+
+eagle_onehot.drafts = "any"
+
+
+def _speculative(parents, tokens, q, target, generator, without_replacement: bool):
+    import torch
+
+    if q is None:
+        raise ValueError("this verifier needs draft_probs (the law the children were drawn from)")
+
+    def rule(s, kid_tok, valid):
+        p = s["p"] / s["p"].sum(1, keepdim=True)
+        qq = s["q"] / s["q"].sum(1, keepdim=True)
+        B, F = kid_tok.shape
+        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
+        for k in range(F):
+            u = torch.rand(B, generator=generator, device=p.device, dtype=torch.float64)
+            tok = kid_tok[:, k:k + 1]
+            try_ = valid[:, k] & (chosen < 0)
+            px, qx = p.gather(1, tok).squeeze(1), qq.gather(1, tok).squeeze(1)
+            take = try_ & (u * qx < px)
+            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
+            rejected = (try_ & ~take)[:, None]
+            res = (p - qq).clamp(min=0)
+            mass = res.sum(1, keepdim=True)
+            p = torch.where(rejected & (mass > 0), res / mass.clamp(min=1e-300), p)
+            if without_replacement:
+                q2 = _zero(qq, tok, rejected)
+                m2 = q2.sum(1, keepdim=True)
+                qq = torch.where(m2 > 0, q2 / m2.clamp(min=1e-300), qq)
+        s["residual"] = p
+        return chosen
+
+    def draw(s, kid_tok, valid, stop):
+        return _sample(s["residual"], generator)
+    return _walk(parents, tokens, q, target, generator, rule, draw)
+
+
+def specinfer(parents, draft_token_ids, draft_probs, target_probs, generator):
+    return _speculative(parents, draft_token_ids, draft_probs, target_probs, generator, False)
+
+
+specinfer.drafts = "iid"
+
+
+def recursive_rejection(parents, draft_token_ids, draft_probs, target_probs, generator):
+    return _speculative(parents, draft_token_ids, draft_probs, target_probs, generator, True)
+
+
+recursive_rejection.drafts = "wor"
+
+VERIFIERS = {"greedy": greedy, "target_only": target_only, "eagle_onehot": eagle_onehot,
+             "specinfer": specinfer, "recursive_rejection": recursive_rejection}
+
+
+def verifier_names() -> tuple:
+    return tuple(VERIFIERS)
