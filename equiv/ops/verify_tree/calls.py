@@ -113,3 +113,22 @@ def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, g
         return TreeDraws(str(recipe), tuple(payload["seeds"]), empty, empty, f"{got.problem}", "crash or hang")
     v = got.value
     return TreeDraws(str(recipe), tuple(payload["seeds"]), v["paths"], v["outputs"], v["problem"], v.get("cause"))
+
+
+def declared(fn, device, payload) -> dict:
+    """The probe that reads what a verifier declares: its ``drafts`` and ``targets`` attributes."""
+    drafts, targets = getattr(fn, "drafts", None), getattr(fn, "targets", None)
+    return {"drafts": drafts if isinstance(drafts, str) else None,
+            "targets": targets if isinstance(targets, str) else None}
+
+
+def declaration(candidate, *, device: str, timeout: float | None) -> dict:
+    """``declared`` for ``candidate`` through its runner ({} when the runner cannot answer)."""
+    from equiv.run import CandidateSpec, runner_for
+
+    if callable(candidate) and not isinstance(candidate, CandidateSpec):
+        return declared(getattr(candidate, "fn", candidate), device, {})
+    runner = runner_for(CandidateSpec.parse(candidate, "verify_tree"), device=device, timeout=timeout,
+                        op="verify_tree")
+    got = runner.probe("equiv.ops.verify_tree.calls:declared", {}, timeout=timeout)
+    return got.value if got.ok else {}

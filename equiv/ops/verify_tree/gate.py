@@ -1,0 +1,154 @@
+"""The pre-merge gate of a tree verifier (``equiv gate --op verify_tree``): one verdict.
+
+Plan
+----
+1. Load the verifier (an unloadable spec is a usage error, exit 2, before any work) and read
+   what it declares: the construction it is lossless for (``drafts``: the option wins, then the
+   function's attribute ``drafts``, then ``topk``) and, for a temperature-0 verifier, the
+   attribute ``targets = "onehot"`` (its statistical plan then uses one-hot targets only).
+2. ``properties``: the exact properties of ``properties/test_verify_tree.py`` through pytest in a
+   subprocess (``--equiv-op verify_tree``): Hypothesis-drawn recipes and the fixed contract plan
+   (plans.py), one gate check per test.
+3. ``statistics``: the statistical plan of the budget for each declared construction through the
+   judge (judge.py), in this process; one gate check per judge check. The stage's ``ran`` holds the
+   declaration, the efficiency rows (accept length against the tree optimum) and the notes.
+The result is ``equiv.gate.GateResult`` (``op="verify_tree"``), so the summary, ``--json`` and
+``--junit`` are every op's; ``diagnosis`` holds the defects by cause (defects.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from equiv.ops.verify_tree.op import DRAFT_CHOICES
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.validation import check_choice, check_choices, check_int
+
+STAGES = ("properties", "statistics")
+_PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
+
+
+def resolve_drafts(option, declared: dict) -> str:
+    """The construction judged: an explicit option, else the verifier's attribute, else ``topk``."""
+    if option is not None:
+        return check_choice("drafts", option, DRAFT_CHOICES)
+    got = declared.get("drafts")
+    return got if got in DRAFT_CHOICES else "topk"
+
+
+def _load(spec, device, timeout):
+    from equiv.run import CandidateSpec, load_check
+
+    spec = CandidateSpec.parse(spec, "verify_tree")
+    if spec.kind == "callable":
+        return spec.load(), spec.text, None
+    if spec.builtin:
+        return spec, spec.text, None
+    return spec, spec.text, load_check(spec, device, timeout)
+
+
+def _gate_checks(stage, verdict, duration_s):
+    from equiv.checks import Check
+
+    share = duration_s / max(len(verdict.checks), 1)
+    return [Check(f"{stage}:{c.check}", c.passed, c.detail,
+                  counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
+                  repro=None if c.passed else c.repro, duration_s=share,
+                  cause=None if c.passed else (c.evidence or {}).get("cause"))
+            for c in verdict.checks]
+
+
+def _ran(verdict, targets) -> dict:
+    eff = verdict.efficiency
+    rows = max(sum(e["rows"] for e in eff), 1)
+    mean = (sum(e["accept_length"] * e["rows"] for e in eff) / rows, sum(e["token_optimum"] * e["rows"] for e in eff) / rows)
+    line = f"; efficiency: accept length {mean[0]:.3f} vs tree optimum {mean[1]:.3f}" if eff else ""
+    return {"drafts": verdict.drafts, "targets": targets, "recipes": verdict.recipes, "calls": verdict.calls,
+            "rows": verdict.rows, "efficiency": list(eff), "notes": list(verdict.notes),
+            "summary": f"drafts={verdict.drafts}{', one-hot targets' if targets == 'onehot' else ''}, "
+                       f"{verdict.recipes} recipes, {verdict.calls} calls, {verdict.rows} rows{line}"}
+
+
+def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
+                  timeout=DEFAULT_TIMEOUT_S, stages=STAGES, progress=None, drafts=None):
+    """Run the verify_tree gate on ``spec`` (module docstring); returns a ``GateResult``."""
+    from equiv.checks import Check, Stage, stage_of
+    from equiv.devices import resolve_device
+    from equiv.gate import GateResult, finish_stages, property_checks, start_properties
+    from equiv.ops.verify_tree.calls import declaration
+    from equiv.ops.verify_tree.defects import diagnose
+    from equiv.ops.verify_tree.judge import run_judge
+    from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
+    from equiv.options import RunOptions
+    from equiv.run.timeouts import parse_timeout
+
+    budget = check_choice("budget", budget, BUDGETS)
+    seed = check_int("seed", seed, min_value=0)
+    timeout = parse_timeout(timeout)
+    stages = check_choices("stages", stages, STAGES)
+    if drafts is not None:
+        drafts = check_choice("drafts", drafts, DRAFT_CHOICES)
+    device = resolve_device(device)
+    target, text, loaded = _load(spec, device, timeout)
+    t0 = time.perf_counter()
+    checks, done, calls, diagnosis = [], [], 0, None
+    declared = declaration(target, device=device, timeout=timeout) if loaded is None else {}
+    drafts = resolve_drafts(drafts, declared)
+    targets = declared.get("targets") or "any"
+    if loaded is not None:
+        checks.append(Check("load", False, f"the verifier {loaded.problem}"))
+        done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
+    for n, name in enumerate(stages if loaded is None else ()):
+        if progress:
+            progress(n, len(stages), name)
+        t_stage = time.perf_counter()
+        if name == "properties":
+            stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
+                _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
+            options = RunOptions.make(target if not callable(target) else None, op="verify_tree",
+                                      device=device, budget=budget, seed=seed, timeout=timeout)
+            if "op_options" in getattr(RunOptions, "__dataclass_fields__", {}):
+                options = options.with_(op_options={**(options.op_options or {}), "drafts": drafts})
+            suite = start_properties(options, stage_timeout=stage_timeout)
+            got, st = property_checks(suite, stage_timeout)
+        elif any("did not return within" in c.detail for c in checks):
+            got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
+        else:
+            again = (f"REPRO: equiv gate --op verify_tree --candidate {text} --stages statistics --budget {budget} "
+                     f"--seed {seed} --device {device} --drafts {drafts}")
+            verdict = run_judge(target, statistical_cases(budget, drafts, seed, targets), device=device,
+                                drafts=drafts, spec=text, seed=seed, timeout=timeout, repro=again)
+            calls += verdict.calls
+            diagnosis = diagnose(verdict) if not verdict.passed else None
+            got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
+            st = stage_of("statistics", got, _ran(verdict, targets), why=" | ".join(verdict.notes))
+        checks += got
+        done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+    if progress:
+        progress(len(stages), len(stages), "done")
+    done, passed = finish_stages(done, stages, STAGES, checks)
+    return GateResult(candidate=text, passed=passed, checks=tuple(checks), k=(), device=device,
+                      dtypes=("float32",), budget=budget, seed=seed, duration_s=time.perf_counter() - t0,
+                      stages=done, calls=calls, op="verify_tree", diagnosis=diagnosis)
+
+
+def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
+                   timeout=DEFAULT_TIMEOUT_S, drafts=None):
+    """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
+    statistical ones when the calls emit enough texts (``5 * PIT_BINS`` rows)."""
+    from equiv.devices import resolve_device
+    from equiv.ops.verify_tree.calls import declaration
+    from equiv.ops.verify_tree.judge import Case, run_judge
+    from equiv.ops.verify_tree.recipes import TreeRecipe
+    from equiv.run.timeouts import parse_timeout
+    from equiv.stats import PIT_BINS
+
+    recipe = recipe if isinstance(recipe, TreeRecipe) else TreeRecipe.parse(recipe)
+    calls = check_int("calls", calls, min_value=1)
+    seed = check_int("seed", seed, min_value=0)
+    device = resolve_device(device)
+    timeout = parse_timeout(timeout)
+    target, text, _ = _load(spec, device, timeout)
+    drafts = resolve_drafts(drafts, declaration(target, device=device, timeout=timeout))
+    case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
+    return run_judge(target, [case], device=device, drafts=drafts, spec=text, seed=seed, timeout=timeout)
