@@ -35,6 +35,7 @@ drafts + 1) against the optimum of a lossless verifier on the same trees
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,14 +192,14 @@ def greedy_problem(recipe, paths, outs):
 
 # -- statistics ------------------------------------------------------------------------------------
 
-def _trie(parents, tokens, b):
-    """``{(node, token): first child node}`` of row ``b``."""
-    out: dict = {}
-    for i in range(1, parents.shape[1]):
-        p = int(parents[b, i])
-        if p >= 0:
-            out.setdefault((p, int(tokens[b, i])), i)
-    return out
+def _step_node(t, rows, node, token):
+    """The tree node after ``node`` (-1: outside the tree) when ``token`` follows: its first
+    child with that token."""
+    kids = t.children[rows, np.maximum(node, 0)]                         # [..., F]
+    tok = np.where(kids >= 0, t.tokens[rows[..., None], np.maximum(kids, 0)], -1)
+    hit = (tok == token[..., None]) & (node >= 0)[..., None]
+    first = np.where(hit.any(-1), np.take_along_axis(kids, hit.argmax(-1)[..., None], -1)[..., 0], -1)
+    return first
 
 
 def continued(recipe, paths, outs, rng):
@@ -212,22 +213,47 @@ def continued(recipe, paths, outs, rng):
     levels = np.empty_like(seq)
     nodes = np.full_like(seq, -1)
     state = np.broadcast_to(t.state[:, 0], (C, B)).copy()
-    tries = [_trie(t.parents, t.tokens, b) for b in range(B)]
+    rows = np.broadcast_to(np.arange(B), (C, B))
     node = np.zeros((C, B), dtype=np.int64)
     for j in range(L):
         lv = law_index(state)
         levels[..., j] = lv
         nodes[..., j] = node
         need = j > k
+        col = seq[..., j]
         for law in np.unique(lv[need]):
             at = need & (lv == law)
-            seq[..., j][at] = cdf_draw(m.target_cdf[law], rng.random(int(at.sum())))
-        state = step(state, seq[..., j])
-        for c in range(C):
-            for b in range(B):
-                n = node[c, b]
-                node[c, b] = -1 if n < 0 else tries[b].get((int(n), int(seq[c, b, j])), -1)
+            col[at] = cdf_draw(m.target_cdf[law], rng.random(int(at.sum())))
+        seq[..., j] = col
+        state = step(state, col)
+        node = _step_node(t, rows, node, col)
     return seq, levels, nodes
+
+
+@functools.lru_cache(maxsize=8)
+def _residual_table(recipe):
+    """Per node of a ``topk`` tree ``[B, N]``: the residual score's mean, variance, maximum and
+    the mass left ``1 - p(children)`` (0 where nothing is left or the node has no children)."""
+    t, m = recipe.trees(), recipe.model()
+    p = m.target
+    kids = t.children
+    valid = kids >= 0
+    B, N, F = kids.shape
+    law = t.index                                                         # [B, N]
+    tok = np.where(valid, t.tokens[np.arange(B)[:, None, None], np.maximum(kids, 0)], 0)
+    pc = np.where(valid, p[law[..., None], tok], 0.0)
+    rest = 1.0 - pc.sum(-1)
+    s2, s3 = (p * p).sum(1)[law], (p ** 3).sum(1)[law]
+    ok = valid.any(-1) & (rest > 1e-12)
+    safe = np.where(ok, rest, 1.0)
+    mean = (s2 - (pc ** 2).sum(-1)) / safe
+    var = np.maximum((s3 - (pc ** 3).sum(-1)) / safe ** 2 - mean ** 2, 0.0)
+    order = np.argsort(-p, axis=1, kind="stable")[:, :F + 1]              # the top F+1 tokens of each law
+    cand = order[law]                                                     # [B, N, F+1]
+    taken = (cand[..., :, None] == np.where(valid, tok, -1)[..., None, :]).any(-1)
+    best = np.take_along_axis(cand, (~taken).argmax(-1)[..., None], -1)[..., 0]
+    top = p[law, best] / safe
+    return np.where(ok, mean, 0.0), np.where(ok, var, 0.0), np.where(ok, top, 0.0), np.where(ok, rest, 0.0)
 
 
 def _score_parts(recipe, seq, levels, nodes):
@@ -241,33 +267,19 @@ def _score_parts(recipe, seq, levels, nodes):
     if recipe.drafts != "topk":                 # the law holds on average over trees only
         out["residual"] = (np.zeros(lv.size), np.zeros(lv.size), np.zeros(lv.size))
         return out
-    B = seq.shape[1]
-    rows = np.broadcast_to(np.arange(B)[None, :, None], seq.shape).ravel()
-    nd = nodes.ravel()
-    dev, var, mx = np.zeros(lv.size), np.zeros(lv.size), np.zeros(lv.size)
-    kids: dict = {}
-    for i in np.flatnonzero(nd >= 0):
-        b, n, law = int(rows[i]), int(nd[i]), int(lv[i])
-        key = (b, n)
-        if key not in kids:
-            C = sorted({int(t.tokens[b, c]) for c in range(1, recipe.nodes) if t.parents[b, c] == n})
-            rest = 1.0 - p[law, C].sum() if C else 1.0
-            if not C or rest <= 1e-12:
-                kids[key] = None
-            else:
-                mean = (s2[law] - (p[law, C] ** 2).sum()) / rest
-                e2 = (s3[law] - (p[law, C] ** 3).sum()) / rest ** 2
-                keep = p[law].copy()
-                keep[C] = 0.0
-                kids[key] = (set(C), rest, mean, max(e2 - mean * mean, 0.0), keep.max() / rest)
-        got = kids[key]
-        if got is None:
-            continue
-        C, rest, mean, v, top_r = got
-        y = int(tok[i])
-        dev[i] = (0.0 if y in C else p[law, y] / rest) - mean
-        var[i], mx[i] = v, top_r
-    out["residual"] = (dev, var, mx)
+    mean, var, mx, rest = _residual_table(recipe)
+    rows = np.broadcast_to(np.arange(seq.shape[1])[None, :, None], seq.shape)
+    nd = nodes
+    at = nd >= 0
+    ndc = np.maximum(nd, 0)
+    kids = t.children[rows, ndc]                                          # [C, B, L, F]
+    is_child = ((np.where(kids >= 0, t.tokens[rows[..., None], np.maximum(kids, 0)], -1) == seq[..., None])
+                .any(-1))
+    r = rest[rows, ndc]
+    live = at & (r > 0)
+    s = np.where(live & ~is_child, p[levels, seq] / np.where(live, r, 1.0), 0.0)
+    dev = np.where(live, s - mean[rows, ndc], 0.0).ravel()
+    out["residual"] = (dev, np.where(live, var[rows, ndc], 0.0).ravel(), np.where(live, mx[rows, ndc], 0.0).ravel())
     return out
 
 
@@ -329,10 +341,26 @@ def _tables(family, seed, vocab):
     return _TABLES[key]
 
 
-def efficiency(recipe, paths) -> dict:
+def optimum(recipe) -> np.ndarray:
+    """``[B]``: each row's tree optimum (reference ``optimum_accept_length``; rows without
+    duplicate siblings by the same sum, vectorised: the reach of every node)."""
     t, m = recipe.trees(), recipe.model()
-    best = np.array([ref.optimum_accept_length(t.parents[b], t.tokens[b], m.target[t.index[b]])
-                     for b in range(recipe.batch)])
+    B, N = t.parents.shape
+    reach = np.zeros((B, N))
+    reach[:, 0] = 1.0
+    rows = np.arange(B)
+    for i in range(1, N):
+        par = np.maximum(t.parents[:, i], 0)
+        here = t.parents[:, i] >= 0
+        reach[:, i] = np.where(here, reach[rows, par] * m.target[t.index[rows, par], t.tokens[:, i]], 0.0)
+    best = reach.sum(1)
+    for b in np.flatnonzero(t.duplicates):
+        best[b] = ref.optimum_accept_length(t.parents[b], t.tokens[b], m.target[t.index[b]])
+    return best
+
+
+def efficiency(recipe, paths) -> dict:
+    best = optimum(recipe)
     got = (_lengths(paths) + 1).ravel().astype(np.float64)
     return {"recipe": str(recipe), "rows": int(got.size), "accept_length": float(got.mean()),
             "stderr": float(got.std(ddof=1) / np.sqrt(got.size)) if got.size > 1 else 0.0,

@@ -47,36 +47,40 @@ def tree_layout(parents):
 
 
 def _walk(parents, tokens, q, p, gen, rule, draw):
-    """The common walk: ``rule(state, p_row, q_row, child_tokens, valid) -> accepted slot (-1
-    none)`` at each level, ``draw(state) -> token`` where the walk stops."""
+    """The common walk, level by level over the rows still walking: ``rule(state, child_tokens,
+    valid) -> accepted slot (-1 none)``, then ``draw(state, child_tokens, valid, stop) -> token``
+    on the rows that stop there (``state``: their target row ``p``, draft row ``q``, indices
+    ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw)."""
     import torch
 
     B, N, V = p.shape
     dev = p.device
     children, F, D = tree_layout(parents)
-    rows = torch.arange(B, device=dev)
-    cur = torch.zeros(B, dtype=torch.int64, device=dev)
-    alive = torch.ones(B, dtype=torch.bool, device=dev)
     path = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
     out = torch.full((B, D + 1), -1, dtype=torch.int64, device=dev)
     path[:, 0] = 0
+    act = torch.arange(B, device=dev)
+    cur = torch.zeros(B, dtype=torch.int64, device=dev)
     for d in range(D + 1):
-        kids = children[rows, cur]                                        # [B, F]
-        valid = (kids >= 0) & alive[:, None]
-        kid_tok = tokens.gather(1, kids.clamp(min=0))
-        state = {"p": p[rows, cur].double(), "q": None if q is None else q[rows, cur].double(),
-                 "gen": gen, "depth": d, "rows": rows, "cur": cur, "parents": parents}
+        kids = children[act, cur]                                         # [b, F]
+        valid = kids >= 0
+        kid_tok = tokens[act].gather(1, kids.clamp(min=0))
+        state = {"p": p[act, cur].double(), "q": None if q is None else q[act, cur].double(),
+                 "depth": d, "rows": act, "cur": cur, "parents": parents[act]}
         slot = rule(state, kid_tok, valid)
-        moved = alive & (slot >= 0)
+        moved = slot >= 0
         nxt = kids.gather(1, slot.clamp(min=0)[:, None]).squeeze(1)
-        stop = alive & ~moved
-        token = torch.where(moved, tokens.gather(1, nxt.clamp(min=0)[:, None]).squeeze(1), draw(state, kid_tok, valid, stop))
-        out[:, d] = torch.where(alive, token, out[:, d])
+        out[act[moved], d] = tokens[act[moved], nxt[moved]]
+        stop = ~moved
+        if bool(stop.any()):
+            n = act.shape[0]
+            sub = {k: v[stop] if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n else v
+                   for k, v in state.items()}
+            out[act[stop], d] = draw(sub, kid_tok[stop], valid[stop], stop[stop])
         if d + 1 <= D:
-            path[:, d + 1] = torch.where(moved, nxt, path[:, d + 1])
-        cur = torch.where(moved, nxt, cur)
-        alive = moved
-        if not bool(alive.any()):
+            path[act[moved], d + 1] = nxt[moved]
+        act, cur = act[moved], nxt[moved]
+        if act.numel() == 0:
             break
     return path, out
 

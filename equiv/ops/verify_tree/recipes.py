@@ -163,7 +163,7 @@ def _softmax(x):
     return e / e.sum(1, keepdims=True)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=16)
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     rng = np.random.default_rng([seed, _SALT_BANK, FAMILIES.index(family)])
     K, V = BANK, vocab
@@ -203,6 +203,32 @@ class Trees:
     state: np.ndarray
     depth: np.ndarray
     max_depth: int
+
+    @functools.cached_property
+    def children(self) -> np.ndarray:
+        """``[B, N, F]`` int64: each node's children in node order, -1 padding."""
+        B, N = self.parents.shape
+        slot = np.zeros((B, N), dtype=np.int64)
+        kids = np.zeros((B, N), dtype=np.int64)
+        rows = np.arange(B)
+        for i in range(1, N):
+            here = self.parents[:, i] >= 0
+            par = np.where(here, self.parents[:, i], 0)
+            slot[:, i] = kids[rows, par]
+            kids[rows[here], par[here]] += 1
+        out = np.full((B, N, max(int(kids.max()), 1)), -1, dtype=np.int64)
+        b, i = np.nonzero(self.parents >= 0)
+        keep = i > 0
+        out[b[keep], self.parents[b[keep], i[keep]], slot[b[keep], i[keep]]] = i[keep]
+        return out
+
+    @functools.cached_property
+    def duplicates(self) -> np.ndarray:
+        """``[B]`` bool: rows where two siblings share a token (``iid`` trees)."""
+        kids = self.children
+        tok = np.where(kids >= 0, self.tokens[np.arange(kids.shape[0])[:, None, None], np.maximum(kids, 0)], -1)
+        s = np.sort(tok, axis=2)
+        return ((s[:, :, 1:] == s[:, :, :-1]) & (s[:, :, 1:] >= 0)).any((1, 2))
 
 
 def _shape(rng, n_nodes, depth, fanout):
