@@ -75,7 +75,7 @@ class TreeRecipe:
         check_int("vocab", self.vocab, min_value=2)
         check_int("nodes", self.nodes, min_value=1, max_value=256)
         check_int("depth", self.depth, min_value=0, max_value=16)
-        check_int("fanout", self.fanout, min_value=1, max_value=min(64, self.vocab))
+        check_int("fanout", self.fanout, min_value=1, max_value=64 if self.drafts == "iid" else min(64, self.vocab))
         check_int("ragged", self.ragged, min_value=0, max_value=1)
         check_int("probs", self.probs, min_value=0, max_value=1)
 
