@@ -19,7 +19,7 @@ from equiv.ops.verify_tree.recipes import TreeRecipe
 
 SMALL = (("flat:vocab=4,nodes=6,depth=2,fanout=2", 6000),
          ("truncated:vocab=64,nodes=10,depth=3,fanout=3,ragged=1", 3000),
-         ("onehot_target:vocab=64,nodes=8,depth=3,fanout=3", 64))
+         ("onehot_target:vocab=64,nodes=8,depth=3,fanout=3", 512))
 
 
 def small_cases(drafts, seed=0):

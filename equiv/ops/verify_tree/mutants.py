@@ -235,7 +235,7 @@ MUTANTS = {
     "parent_row": (parent_row, "the parent's target row instead of the accepted node's", "marginal"),
     "first_sibling_row": (first_sibling_row, "a tried sibling's target row instead of the accepted node's",
                           "marginal"),
-    "thresholds_half": (thresholds_half, "acceptance thresholds 0.5 instead of 1", "greedy"),
+    "thresholds_half": (thresholds_half, "acceptance thresholds 0.5 instead of 1", "marginal"),
     "independent_longest": (independent_longest, "nodes accepted independently, the longest path kept",
                             "marginal"),
 }

@@ -55,7 +55,7 @@ _STATISTICAL = (
     ("realistic:vocab=256,nodes=10,depth=3,fanout=3", 4000),
     ("truncated:vocab=256,nodes=10,depth=3,fanout=4,ragged=1", 4000),
     ("realistic:vocab=129280,nodes=6,depth=2,fanout=3", 8),
-    ("onehot_target:vocab=512,nodes=8,depth=3,fanout=3", 256),
+    ("onehot_target:vocab=512,nodes=8,depth=3,fanout=3", 1024),
 )
 
 

@@ -18,7 +18,7 @@ continued text is exact for any prefix.
 Families (``FAMILIES``), each bank law from Zipf-like logits ``-s log(rank + 1)`` over a random
 permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` to the logits:
 - ``realistic``: target = softmax of the logits;
-- ``truncated``: the target keeps only its top ``m`` tokens (``m`` from 1 to 40, top-k sampling),
+- ``truncated``: the target keeps only its top ``m`` tokens (``m`` from 1 to 10: top-k / top-p sampling on a confident step),
   the draft does not: children land on tokens of target probability 0;
 - ``onehot_target``: the target is one-hot at its argmax (temperature 0);
 - ``flat``: Dirichlet(1) targets and drafts half the target, half another Dirichlet (small V).
@@ -177,7 +177,7 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
         if family == "truncated":
             order = np.argsort(-target, axis=1, kind="stable")
             for k in range(K):
-                target[k, order[k, int(rng.integers(1, min(V, 40) + 1)):]] = 0.0
+                target[k, order[k, int(rng.integers(1, min(V, 10) + 1)):]] = 0.0
         elif family == "onehot_target":
             hot = np.zeros((K, V))
             hot[np.arange(K), target.argmax(1)] = 1.0
