@@ -21,6 +21,9 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from importlib import metadata
+
+from equiv._version import __version__
 
 LIBRARIES = ("torch", "triton", "numpy")
 _GIT_TIMEOUT_S = 5.0
@@ -68,13 +71,9 @@ class Provenance:
 
 
 def equiv_version() -> str:
-    import equiv
-
-    version = getattr(equiv, "__version__", None)
+    version = __version__
     if version:
         return version
-    from importlib import metadata
-
     try:
         return metadata.version("equiv")
     except metadata.PackageNotFoundError:
@@ -82,8 +81,6 @@ def equiv_version() -> str:
 
 
 def library_version(name: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

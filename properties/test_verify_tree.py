@@ -64,12 +64,12 @@ def _judge(verifier, cases, device, drafts, request, checks):
 
     verdict = run_judge(verifier, cases, device=device, drafts=drafts, spec=verifier,
                         timeout=run_options(request.config).timeout)
-    failed = [c for c in verdict.checks if (checks is None or c.check in checks) and not c.passed]
+    failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
     if failed:
         c = failed[0]
-        request.node.user_properties += [("equiv_message", f"{c.check}: {c.detail}"),
+        request.node.user_properties += [("equiv_message", f"{c.name}: {c.detail}"),
                                          ("equiv_counterexample", c.recipe), ("equiv_repro", c.repro)]
-        raise AssertionError(f"{c.check} [{verifier}]: {c.detail}\n{c.repro}")
+        raise AssertionError(f"{c.name} [{verifier}]: {c.detail}\n{c.repro}")
     return verdict
 
 

@@ -40,7 +40,7 @@ def test_every_builtin_passes_its_declared_construction(name):
     fn = VERIFIERS[name]
     v = judged(fn, fn.drafts if fn.drafts != "any" else "topk", name)
     assert v.passed, v.summary()
-    assert {c.check for c in v.checks} >= {"contract", "support", "marginal", "joint", "exhaustive"}
+    assert {c.name for c in v.checks} >= {"contract", "support", "marginal", "joint", "exhaustive"}
 
 
 @pytest.mark.parametrize("name,drafts,check", [("specinfer", "topk", "exhaustive"),
@@ -48,13 +48,13 @@ def test_every_builtin_passes_its_declared_construction(name):
                                                ("recursive_rejection", "topk", "exhaustive")])
 def test_builtins_fail_constructions_they_do_not_declare(name, drafts, check):
     v = judged(VERIFIERS[name], drafts, name)
-    assert not v.passed and check in [c.check for c in v.failed], v.summary()
+    assert not v.passed and check in [c.name for c in v.failed], v.summary()
     assert all(c.repro.startswith("REPRO: equiv check --op verify_tree") for c in v.failed if c.repro)
 
 
 def test_greedy_used_for_sampling_fails():
     v = run_judge(VERIFIERS["greedy"], small_cases("topk"), device="cpu", drafts="topk", spec="greedy")
-    assert not v.passed and "marginal" in [c.check for c in v.failed]
+    assert not v.passed and "marginal" in [c.name for c in v.failed]
 
 
 def test_efficiency_of_target_only_is_the_tree_optimum():
@@ -84,6 +84,6 @@ def _broken(kind):
 def test_contract_failures_name_their_cause(kind, cause):
     case = Case(TreeRecipe.parse("realistic:batch=64,vocab=64,nodes=12,depth=3,fanout=3"), 1, 0)
     v = run_judge(_broken(kind), [case], device="cpu", drafts="topk", spec="broken")
-    bad = [c for c in v.failed if c.check == "contract"]
+    bad = [c for c in v.failed if c.name == "contract"]
     assert bad and bad[0].evidence["cause"] == cause, v.summary()
     assert bad[0].repro.startswith("REPRO: equiv check --op verify_tree")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from equiv.ops.verify_tree.op import DRAFT_CHOICES
+from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices, check_int
 
@@ -30,10 +30,10 @@ _PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
 
 def resolve_drafts(option, declared: dict) -> str:
     """The construction judged: an explicit option, else the verifier's attribute, else ``topk``."""
-    if option is not None:
+    if option is not None and option != "declared":
         return check_choice("drafts", option, DRAFT_CHOICES)
     got = declared.get("drafts")
-    return got if got in DRAFT_CHOICES else "topk"
+    return got if got in CONSTRUCTIONS else "topk"
 
 
 def _load(spec, device, timeout):
@@ -48,13 +48,11 @@ def _load(spec, device, timeout):
 
 
 def _gate_checks(stage, verdict, duration_s):
-    from equiv.checks import Check
-
+    """The judge's checks filed under the gate's ``stage``, each with its share of the time."""
     share = duration_s / max(len(verdict.checks), 1)
-    return [Check(f"{stage}:{c.check}", c.passed, c.detail,
-                  counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
-                  repro=None if c.passed else c.repro, duration_s=share,
-                  cause=None if c.passed else (c.evidence or {}).get("cause"))
+    return [replace(c, stage=stage, name=f"{stage}:{c.name}",
+                    counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
+                    repro=None if c.passed else c.repro, duration_s=share)
             for c in verdict.checks]
 
 
@@ -76,7 +74,8 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     """Run the verify_tree gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.checks import Check, Stage, stage_of
     from equiv.devices import resolve_device
-    from equiv.gate import GateResult, finish_stages, property_checks, start_properties
+    from equiv.run.suite import property_checks, start_properties
+    from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify_tree.calls import declaration
     from equiv.ops.verify_tree.defects import diagnose
     from equiv.ops.verify_tree.judge import run_judge
@@ -108,9 +107,7 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
             stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
                 _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
             options = RunOptions.make(target if not callable(target) else None, op="verify_tree",
-                                      device=device, budget=budget, seed=seed, timeout=timeout)
-            if "op_options" in getattr(RunOptions, "__dataclass_fields__", {}):
-                options = options.with_(op_options={**(options.op_options or {}), "drafts": drafts})
+                                      device=device, budget=budget, seed=seed, timeout=timeout, drafts=drafts)
             suite = start_properties(options, stage_timeout=stage_timeout, select="not verify_tree_statistics")
             got, st = property_checks(suite, stage_timeout)
         elif any("did not return within" in c.detail for c in checks):

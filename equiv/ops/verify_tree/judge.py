@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.ops.verify.judge import VerifyCheck
+from equiv.checks import Check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import cdf_draw
@@ -96,7 +96,7 @@ class TreeVerdict:
     def summary(self) -> str:
         lines = [f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} (lossless for "
                  f"drafts={self.drafts}; {self.recipes} recipes, {self.calls} calls, {self.rows} rows)"]
-        lines += [f"  {c.check:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}" for c in self.checks]
+        lines += [f"  {c.name:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}" for c in self.checks]
         lines += [f"  note: {n}" for n in self.notes]
         if self.efficiency:
             lines.append(f"  {'efficiency':<12} {'accept length':>13} {'tree optimum':>13} {'ratio':>6}  recipe")
@@ -110,6 +110,15 @@ class TreeVerdict:
                 "passed": self.passed, "recipes": self.recipes, "calls": self.calls, "rows": self.rows,
                 "checks": [c.to_json() for c in self.checks], "efficiency": list(self.efficiency),
                 "notes": list(self.notes)}
+
+
+def judged(check: str, passed: bool, detail: str, recipe: str | None = None, repro: str | None = None,
+           evidence: dict | None = None) -> Check:
+    """One check of the judge as the project's ``Check`` (stage ``judge``; the gate files it under
+    its own stage), its failing recipe as text and parsed (``inputs``), its typed ``evidence``."""
+    return Check("judge", check, passed, detail, subject=check,
+                 inputs=None if recipe is None else TreeRecipe.parse(recipe), evidence=evidence,
+                 repro=repro, recipe=recipe, cause=None if evidence is None else evidence.get("cause"))
 
 
 def _num(x, width: int) -> str:
@@ -389,7 +398,7 @@ class _Findings:
             return
         call, row, message = found
         where = "" if row is None else f"row {row} of call {call} (seed {case.seeds[call]}): "
-        self.first[check] = VerifyCheck(check, False, f"{where}{message}", str(case.recipe),
+        self.first[check] = judged(check, False, f"{where}{message}", str(case.recipe),
                                         repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
                                                             self.device, self.drafts),
                                         {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
@@ -468,7 +477,7 @@ def _statistical_checks(found, stats, repro) -> list:
                    cause="residual law" if residual else _group_cause(group))
     else:
         smallest = min([fit.min_p_value] + [t["p_value"] for t in scores])
-        out.append(VerifyCheck("marginal", True, f"{fit.tokens} tokens, {len(fit.tests)} PIT chi-square and "
+        out.append(judged("marginal", True, f"{fit.tokens} tokens, {len(fit.tests)} PIT chi-square and "
                                                  f"{len(scores)} score tests; smallest p = {smallest:.3g}"))
     joint = joint_tests({k: np.concatenate(v) for k, v in stats.joint.items()},
                         FAMILY_ALPHA * SHARE["joint"], LOSSLESS_TVD_FLOOR)
@@ -480,7 +489,7 @@ def _statistical_checks(found, stats, repro) -> list:
             f"{t['p_value']:.3g} < {t['level']:.3g}, binned TVD {t['tvd']:.4f}")), {"group": t["group"]}, repro,
             cause=f"joint law of {t['group'].split(':')[-1]}")
     elif joint:
-        out.append(VerifyCheck("joint", True, f"{len(joint)} neighbouring-position chi-square tests; smallest "
+        out.append(judged("joint", True, f"{len(joint)} neighbouring-position chi-square tests; smallest "
                                               f"p = {min(t['p_value'] for t in joint):.3g}"))
     if stats.exhaustive:
         level = FAMILY_ALPHA * SHARE["exhaustive"] / len(stats.exhaustive)
@@ -493,7 +502,7 @@ def _statistical_checks(found, stats, repro) -> list:
                 f"p = {p:.3g} < {level:.3g}, TVD {tvd:.4f} > floor {EXHAUSTIVE_FLOOR}")), {"recipe": rec}, repro,
                 cause="text law (exhaustive)")
         else:
-            out.append(VerifyCheck("exhaustive", True, f"{len(stats.exhaustive)} exact comparisons of the whole "
+            out.append(judged("exhaustive", True, f"{len(stats.exhaustive)} exact comparisons of the whole "
                                                        f"text's law; smallest p = "
                                                        f"{min(e[4] for e in stats.exhaustive):.3g}"))
     return out
@@ -531,16 +540,16 @@ def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk"
         if check in found.first:
             out.append(found.first[check])
         elif check in exact and found.ran[check]:
-            out.append(VerifyCheck(check, True, exact[check]))
+            out.append(judged(check, True, exact[check]))
         elif check in exact and (check != "greedy" or any(c.recipe.family == "onehot_target" for c in cases)):
-            out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
+            out.append(judged(check, False, "nothing checked: no call returned a usable output"))
         elif statistical and check not in exact:
-            got = [c for c in checks if c.check == check]
+            got = [c for c in checks if c.name == check]
             if got:
                 out += got
             elif check != "exhaustive" or any(c.recipe.vocab ** (c.recipe.trees().max_depth + 1)
                                                <= EXHAUSTIVE_MAX_CELLS for c in cases if c.statistical):
-                out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
+                out.append(judged(check, False, "nothing checked: no call returned a usable output"))
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     return TreeVerdict(spec, device, seed, drafts, tuple(out), len(cases), calls, rows, tuple(eff))

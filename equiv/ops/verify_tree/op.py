@@ -1,32 +1,26 @@
 """The tree verifier as an ``Op``: ``fn(parents, draft_token_ids, draft_probs, target_probs, generator)``.
 
-Its one op-declared option is ``drafts`` (``DRAFTS_OPTION``): the draft construction a verifier
-is lossless for (``topk`` by default; a function attribute ``drafts`` declares it, an explicit
-option wins; judge.py).
+Its own option is ``drafts`` (``--drafts`` of gate and check, ``--equiv-drafts`` of the plugin):
+the draft construction the verifier is judged lossless for. Its default ``declared`` reads the
+verifier's attribute ``drafts`` (``topk`` when it has none); an explicit value wins (gate.py).
+Each field imports its module when called (holding the registry imports no NumPy or torch).
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from equiv.errors import CandidateLoadError
-from equiv.ops import Op
+from equiv.ops import Op, OpOption
+from equiv.verdict import CheckRun
 
-DRAFT_CHOICES = ("topk", "iid", "wor", "any")
-DRAFTS_HELP = ("verify_tree: the draft construction the verifier is lossless for: topk (any fixed tree, "
-               "default), iid (siblings drawn with replacement), wor (without replacement) or any; "
-               "default: the function's attribute drafts, else topk")
-
-
-def _builtin_names() -> tuple:
-    from equiv.ops.verify_tree.paths import VERIFIERS
-
-    return tuple(VERIFIERS)
+_HERE = __name__.rpartition(".")[0]
+CONSTRUCTIONS = ("topk", "iid", "wor", "any")
+DRAFT_CHOICES = ("declared",) + CONSTRUCTIONS
 
 
-def _builtin(name: str):
-    from equiv.ops.verify_tree.paths import VERIFIERS
-
-    return VERIFIERS[name]
+def _attr(module: str, attr: str):
+    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
 
 
 def _check_signature(text: str, fn) -> None:
@@ -40,46 +34,31 @@ def _check_signature(text: str, fn) -> None:
         pass                                         # no signature to read: trust it
 
 
-def _mutants() -> dict:
-    from equiv.ops.verify_tree.mutants import MUTANTS
-
-    return MUTANTS
-
-
-def _legal() -> dict:
-    from equiv.ops.verify_tree.mutants import LEGAL_VARIANTS
-
-    return LEGAL_VARIANTS
+def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
+    return _attr("gate", "run_tree_gate")()(options.spec, device=options.device, budget=options.budget,
+                                           seed=options.seed, timeout=options.timeout, stages=stages,
+                                           progress=progress, drafts=options.option("drafts"))
 
 
-def _parse_recipe(text: str):
-    from equiv.ops.verify_tree.recipes import TreeRecipe
+def _check(options, recipe=None, *, calls: int = 1):
+    verdict = _attr("gate", "run_tree_check")()(options.spec, recipe or OP.default_recipe, calls=calls,
+                                               seed=options.seed, device=options.device,
+                                               timeout=options.timeout, drafts=options.option("drafts"))
+    return CheckRun(verdict, _attr("defects", "diagnose")()(verdict) if not verdict.passed else None)
 
-    return TreeRecipe.parse(text)
-
-
-def _gate(options, *, stages, vocab=None, progress=None):
-    from equiv.ops.verify_tree.gate import run_tree_gate
-
-    return run_tree_gate(options.spec, device=options.device, budget=options.budget, seed=options.seed,
-                         timeout=options.timeout, stages=stages, progress=progress,
-                         drafts=(getattr(options, "op_options", None) or {}).get("drafts"))
-
-
-def _options() -> tuple:
-    """The op-declared options (``equiv.ops.OpOption`` when the core has it)."""
-    import equiv.ops as ops
-
-    if not hasattr(ops, "OpOption"):
-        return ()
-    return (ops.OpOption("drafts", DRAFT_CHOICES, None, DRAFTS_HELP),)
-
-
-_extra = {"options": _options()} if "options" in getattr(Op, "__dataclass_fields__", {}) else {}
 
 OP = Op(name="verify_tree",
-        signature="fn(parents, draft_token_ids, draft_probs, target_probs, generator) -> (accepted_path, output_token_ids)",
-        mutants_module="equiv.ops.verify_tree.mutants", builtin_names=_builtin_names, builtin=_builtin,
-        check_signature=_check_signature, mutants=_mutants, legal_variants=_legal,
-        parse_recipe=_parse_recipe, stages=("properties", "statistics"), gate=_gate, ledger=dict,
-        noun="tree verifier", **_extra)
+        signature="fn(parents, draft_token_ids, draft_probs, target_probs, generator) -> "
+                  "(accepted_path, output_token_ids)",
+        summary="a tree verifier of speculative decoding (EAGLE / SGLang top-k > 1, SpecInfer)",
+        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: tuple(_attr("paths", "VERIFIERS")()),
+        builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
+        mutants=lambda: {k: v[0] for k, v in _attr("mutants", "MUTANTS")().items()},
+        legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
+        parse_recipe=lambda text: _attr("recipes", "TreeRecipe")().parse(text),
+        default_recipe="realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk",
+        stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="tree verifier",
+        options=(OpOption("drafts", DRAFT_CHOICES, "declared",
+                          "the draft construction the tree verifier is lossless for: topk (any fixed tree), "
+                          "iid (siblings drawn with replacement), wor (without replacement) or any; default "
+                          "declared: the function's attribute drafts, else topk"),))

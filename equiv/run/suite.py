@@ -1,0 +1,239 @@
+"""How the gate runs the property suite in a subprocess, and how to run it again by hand.
+
+Plan
+----
+- Where: the caller's working folder, with the caller's environment, so that a candidate given
+  as ``kernel.py:fn`` or ``kernel:fn`` (``PYTHONPATH=.``) resolves as it did for the caller. File
+  specs are made absolute first, and so are relative ``PYTHONPATH`` entries, so nothing depends
+  on the folder after all.
+- Shielded from the project it runs in: ``-c`` names the ini shipped beside the suite
+  (``equiv/properties/pytest.ini``) and ``--rootdir`` the suite's folder, so no
+  ``pytest.ini``/``pyproject.toml`` of the caller's is read; ``--noconftest`` keeps the caller's
+  ``conftest.py`` out (pytest reads the one in the invocation folder even past ``--confcutdir``)
+  and ``-p equiv.properties.conftest`` loads the suite's own as a plugin;
+  ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with ``-p hypothesispytest -p equiv.pytest.plugin`` loads exactly
+  the plugins the suite needs; ``PYTEST_ADDOPTS``/``PYTEST_PLUGINS`` are dropped;
+  ``-p no:cacheprovider`` and a temporary ``HYPOTHESIS_STORAGE_DIRECTORY`` leave no
+  ``.pytest_cache`` or ``.hypothesis`` behind in the caller's folder.
+- The suite is named ``--pyargs equiv.properties``: the installed package, or the checkout.
+- The child runs in its own process group; a time-out or an interrupt of the caller kills the
+  whole group (a candidate's own worker processes included) before the exception goes on, and
+  ``kill_all`` kills every child still running (for the CLI's SIGINT/SIGTERM exit).
+- ``repro_line`` is the same command as one shell line (``shlex``), pasteable from the caller's
+  folder: environment assignments, ``python -m pytest``, the arguments.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.util import find_spec
+
+import numpy as np
+
+from equiv.checks import Check, Stage, stage_of
+
+PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
+_DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+def suite_dir() -> str:
+    """The folder of the property suite (``equiv.properties``), installed or checked out."""
+    return os.path.dirname(os.path.abspath(find_spec("equiv.properties").origin))   # found, not imported
+
+
+def pytest_args(options, select: str | None = None) -> list[str]:
+    """The pytest arguments (after ``python -m pytest``) of one shielded run of the suite under
+    ``options`` (an ``equiv.options.RunOptions``, written whole so that the plugin reads back the
+    same options); ``select`` is a ``-k`` expression."""
+    where = suite_dir()
+    return ["-c", os.path.join(where, "pytest.ini"), "--rootdir", where, "--noconftest",
+            "-p", "hypothesispytest", "-p", "equiv.pytest.plugin", "-p", "equiv.properties.conftest",
+            "-p", "no:cacheprovider", "-q", "--pyargs", "equiv.properties", *options.pytest_args(),
+            f"--hypothesis-seed={options.seed}"] + (["-k", select] if select else [])
+
+
+def environment(budget: str, base=None, storage: str | None = None) -> dict:
+    """The child's environment: the caller's, shielded (module docstring); ``storage`` is where
+    Hypothesis keeps its files (``.hypothesis/`` in the caller's folder otherwise)."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in _DROPPED_ENV}
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p
+                                            for p in env["PYTHONPATH"].split(os.pathsep))
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["HYPOTHESIS_PROFILE"] = PROFILE_OF_BUDGET[budget]
+    if storage:
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
+    return env
+
+
+def repro_line(args, budget: str) -> str:
+    """``REPRO: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 HYPOTHESIS_PROFILE=... python -m pytest ARGS``."""
+    assigns = ["PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", f"HYPOTHESIS_PROFILE={PROFILE_OF_BUDGET[budget]}"]
+    return "REPRO: " + " ".join(assigns) + " python -m pytest " + shlex.join(args)
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One run of the suite: pytest's exit status, the plugin's per-test JSON (None when it was
+    not written), the last lines of the output, the REPRO line, and whether it timed out."""
+
+    returncode: int | None
+    report: dict | None
+    output_tail: str
+    repro: str
+    timed_out: bool
+    duration_s: float
+
+    def to_json(self) -> dict:
+        return {"returncode": self.returncode, "timed_out": self.timed_out,
+                "duration_s": round(self.duration_s, 3), "repro": self.repro,
+                "tests": None if self.report is None else len(self.report.get("tests", []))}
+
+
+_LIVE: set = set()                              # children running now (gates may run in threads)
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def kill_all() -> None:
+    """Kill every suite subprocess still running (the CLI calls this on SIGINT/SIGTERM: the
+    children sit in their own process groups, so the terminal's signal does not reach them)."""
+    for proc in list(_LIVE):
+        _kill_group(proc)
+
+
+class SuiteHandle:
+    """A property-suite subprocess that has been started; ``wait()`` gives its ``SuiteRun``."""
+
+    def __init__(self, args, budget: str, timeout: float | None):
+        self.repro = repro_line(args, budget)
+        self.timeout = timeout
+        self.t0 = time.perf_counter()
+        self._tmp = tempfile.TemporaryDirectory(prefix="equiv-gate-")
+        self.report_path = os.path.join(self._tmp.name, "properties.json")
+        cmd = [sys.executable, "-m", "pytest", *args, f"--equiv-report-json={self.report_path}"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     errors="replace", start_new_session=True,
+                                     env=environment(budget, storage=os.path.join(self._tmp.name, "hypothesis")))
+        _LIVE.add(self.proc)
+
+    def kill(self) -> None:
+        """End the run now (its whole process group) and remove its files."""
+        _kill_group(self.proc)
+        _LIVE.discard(self.proc)
+        self._tmp.cleanup()
+
+    def wait(self) -> SuiteRun:
+        """The finished run; the time-out counts from the start, an interrupt kills the group."""
+        left = None if self.timeout is None else max(self.timeout - (time.perf_counter() - self.t0), 0.0)
+        timed_out = False
+        try:
+            out, _ = self.proc.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            _kill_group(self.proc)
+            out, _ = self.proc.communicate()
+            timed_out = True
+        except BaseException:                    # an interrupt of the caller: no orphan left behind
+            self.kill()
+            raise
+        finally:
+            _LIVE.discard(self.proc)
+        try:
+            with open(self.report_path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = None
+        self._tmp.cleanup()
+        tail = "\n".join((out or "").strip().splitlines()[-15:])
+        return SuiteRun(None if timed_out else self.proc.returncode, report, tail, self.repro, timed_out,
+                        time.perf_counter() - self.t0)
+
+
+def start_suite(options, *, timeout: float | None, select: str | None = None) -> SuiteHandle:
+    """Start the suite on ``options.spec`` from the caller's folder (module docstring) and return
+    at once: the gate runs its other stages while the properties run."""
+    return SuiteHandle(pytest_args(options, select), options.budget, timeout)
+
+
+def run_suite(options, **kwargs) -> SuiteRun:
+    """Run the suite from the caller's folder and wait for it (``start_suite``)."""
+    return start_suite(options, **kwargs).wait()
+
+
+def start_properties(options, *, stage_timeout: float, select: str | None = None):
+    """Start the property suite under ``options`` in a subprocess (``equiv.run.suite``: the
+    caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it."""
+    return start_suite(options, timeout=stage_timeout, select=select)
+
+
+def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
+    """Wait for the started suite and turn each of its tests into a check."""
+    run = handle.wait()
+    repro, tail = run.repro, run.output_tail
+    if run.timed_out:
+        c = Check("properties", "properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                  repro=repro, outcome="timeout")
+        return [c], stage_of("properties", [c])
+    if run.report is None:
+        c = Check("properties", "properties", False, f"pytest exited {run.returncode} without a report",
+                  counterexample=tail, repro=repro)
+        return [c], stage_of("properties", [c])
+    tests, returncode = run.report, run.returncode
+    records = tests.get("tests", tests) if isinstance(tests, dict) else tests
+    checks, skipped, examples = [], [], {}
+    for t in records:
+        outcome = t.get("outcome")
+        prop = t.get("property") or t.get("nodeid", "?").split("::")[-1]
+        if outcome == "skipped":
+            skipped.append(f"{prop}: {(t.get('message') or 'skipped').strip().splitlines()[0][:160]}")
+            continue
+        name = "property:" + prop
+        passed = outcome == "passed"
+        examples[prop] = examples.get(prop, 0) + int(t.get("examples") or 0)
+        detail = "held" if passed else (t.get("message") or outcome or "failed").strip().splitlines()[0][:300]
+        checks.append(Check("properties", name, passed, detail, subject=prop,
+                            inputs=None if passed else _raw_input(t.get("raw")),
+                            evidence={"fixture": t["fixture"]} if not passed and t.get("fixture") else None,
+                            counterexample=None if passed else t.get("counterexample"),
+                            repro=None if passed else (t.get("repro") or repro),
+                            duration_s=float(t.get("duration") or 0.0),
+                            outcome=None if passed else t.get("call_kind"),
+                            recipe=None if passed else t.get("recipe"),
+                            parts=() if passed else tuple(t.get("parts") or ()),
+                            cause=None if passed else t.get("cause")))
+    failed = [c for c in checks if not c.passed]
+    if returncode not in (0, 1) or (returncode == 0) == bool(failed):
+        checks.append(Check("properties", "properties", False, f"pytest exited {returncode}, which its "
+                            f"{len(failed)} failing record(s) do not explain (an interrupted or "
+                            f"crashed run)", counterexample=tail, repro=repro))
+    ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
+           "summary": f"{sum(examples.values())} examples in {len(examples)} properties"
+                      + (f"; {len(skipped)} skipped" if skipped else "")}
+    if not checks:
+        return [], Stage("properties", "not applicable", why="every property test was skipped: "
+                         + "; ".join(skipped[:3]), ran=ran)
+    return checks, stage_of("properties", checks, ran)
+
+
+def _raw_input(record):
+    """A failing test's element-level input (the plugin's ``raw`` record: the values as drawn and
+    the dtype they were built in) as ``{"values": float32 [B, V], "dtype": str}``, or None."""
+    if not isinstance(record, dict) or "values" not in record:
+        return None
+    values = np.array(record["values"], dtype=np.float64)
+    if values.ndim != 2 or not values.size:
+        return None
+    return {"values": values.astype(np.float32), "dtype": str(record.get("dtype", "float32"))}
