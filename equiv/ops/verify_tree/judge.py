@@ -215,13 +215,15 @@ def _step_node(t, rows, node, token):
     return first
 
 
-def continued(recipe, paths, outs, rng):
-    """``(tokens, levels, nodes)`` ``[C, B, L]``: each row's text continued past its last token
-    with draws from the target, the bank law each token was drawn under, and the tree node its
-    prefix is (-1 once the prefix left the tree)."""
+def continued(recipe, k, outs, rng, draw=None):
+    """``(tokens, levels, nodes)`` ``[C, B, L]``: each row's text (``outs``, ``k`` accepted drafts
+    and one drawn token) continued past its last token with draws from the target -- or from
+    ``draw(law, n, rng) -> n tokens`` (calibration's biased laws) -- the bank law each token was
+    drawn under, and the tree node its prefix is (-1 once the prefix left the tree). ``k = -1``
+    draws the whole text (a lossless verifier's text, drawn on the host)."""
     t, m = recipe.trees(), recipe.model()
     C, B, L = outs.shape
-    k = _lengths(paths)
+    draw = draw or (lambda law, n, g: cdf_draw(m.target_cdf[law], g.random(n)))
     seq = outs.copy()
     levels = np.empty_like(seq)
     nodes = np.full_like(seq, -1)
@@ -236,7 +238,7 @@ def continued(recipe, paths, outs, rng):
         col = seq[..., j]
         for law in np.unique(lv[need]):
             at = need & (lv == law)
-            col[at] = cdf_draw(m.target_cdf[law], rng.random(int(at.sum())))
+            col[at] = draw(law, int(at.sum()), rng)
         seq[..., j] = col
         state = step(state, col)
         node = _step_node(t, rows, node, col)
@@ -296,15 +298,19 @@ def _score_parts(recipe, seq, levels, nodes):
     return out
 
 
-class _Stats:
+class Stats:
     def __init__(self):
         self.u, self.groups, self.joint, self.scores, self.exhaustive, self.cases = [], [], {}, [], [], []
 
 
 def _statistics_of_case(case, paths, outs, stats, rng):
+    statistics_of_texts(case, *continued(case.recipe, _lengths(paths), outs, rng), stats, rng)
+
+
+def statistics_of_texts(case, seq, levels, nodes, stats, rng):
+    """Feed the continued texts of ``case`` to the statistical tests (``stats``)."""
     r = case.recipe
     m = r.model()
-    seq, levels, nodes = continued(r, paths, outs, rng)
     sorted_laws, rank_of, _ = _tables(r.family, r.seed, r.vocab)
     u = pit(sorted_laws, levels.ravel(), rank_of[levels.ravel(), seq.ravel()], rng)
     L = seq.shape[-1]
@@ -386,7 +392,7 @@ def efficiency(recipe, paths) -> dict:
 
 # -- the verdict -----------------------------------------------------------------------------------
 
-class _Findings:
+class Findings:
     def __init__(self, spec, device, drafts):
         self.spec, self.device, self.drafts = spec, device, drafts
         self.first: dict = {}
@@ -452,7 +458,7 @@ def _case_of(stats, group):
     return next((c for c in stats.cases if c.recipe.family == fam), stats.cases[0])
 
 
-def _statistical_checks(found, stats, repro) -> list:
+def statistical_checks(found, stats, repro) -> list:
     if not stats.cases:
         return []
     out = []
@@ -523,12 +529,12 @@ def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = 
 
 
 def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk") -> TreeVerdict:
-    found = _Findings(spec, device, drafts)
-    stats, eff = _Stats(), []
+    found = Findings(spec, device, drafts)
+    stats, eff = Stats(), []
     rng = np.random.default_rng([seed, _SALT])
     for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, eff, rng)
-    checks = _statistical_checks(found, stats, repro)
+    checks = statistical_checks(found, stats, repro)
     exact = {"contract": f"{found.ran['contract']} recipes: a pair of int64 [B, D+1] tensors, a real chain of "
                          f"children, the drafted tokens then one drawn token, inputs unchanged, same seed -> same "
                          f"output",
