@@ -240,7 +240,7 @@ MUTANTS = {
                             "marginal"),
 }
 for _name, (_fn, _why, _check) in MUTANTS.items():
-    globals()[_name] = _fn
+    _fn.bug_class = _why                           # what ``equiv selftest`` shows
 
 
 LEGAL_VARIANTS = {"sglang_layout_target_only": adapters.sglang_target_only,

@@ -58,6 +58,7 @@ OP = Op(name="verify_tree",
         parse_recipe=lambda text: _attr("recipes", "TreeRecipe")().parse(text),
         default_recipe="realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk",
         stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="tree verifier",
+        selftest_stages=("statistics",),
         options=(OpOption("drafts", DRAFT_CHOICES, "declared",
                           "the draft construction the tree verifier is lossless for: topk (any fixed tree), "
                           "iid (siblings drawn with replacement), wor (without replacement) or any; default "
