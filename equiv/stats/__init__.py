@@ -1,6 +1,6 @@
 """The statistics behind every verdict, in one place low in the house.
 
-Ops (verify, verify_tree) and features (mtp) import these; none imports another for them.
+The operations and the features (mtp) import these; none imports another for them.
 ``equivalence`` holds the paired TOST of accept lengths and the greedy identity; ``fit`` the
 goodness-of-fit tests of drawn tokens against exact laws (randomized PIT, binned chi-square,
 Bernstein); each function's docstring names its source, and its calibration lives in the docs
