@@ -54,8 +54,7 @@ def declared(request, verifier, device):
 
     opts = run_options(request.config)
     said = declaration(verifier, device=device, timeout=opts.timeout)
-    explicit = (getattr(opts, "op_options", None) or {}).get("drafts")
-    return resolve_drafts(explicit, said), said.get("targets") or "any"
+    return resolve_drafts(opts.option("drafts"), said), said.get("targets") or "any"
 
 
 def _judge(verifier, cases, device, drafts, request, checks):

@@ -44,3 +44,17 @@ def test_sglang_kernel_leaves_inputs_alone_and_is_greedy_on_one_hot_targets():
     v = run_judge(adapters.sglang_target_only, [Case(r, 1, 0)], device="cpu", drafts="topk", spec="sglang")
     assert v.passed, v.summary()
     assert (path[:, 0] == 0).all() and np.all(out.numpy()[:, 0] >= 0)
+
+
+def test_a_chain_verifier_is_judged_through_the_tree_op():
+    from equiv.ops.verify.paths import torch_sampler
+
+    fn = adapters.chain_verifier(torch_sampler)
+    cases = [Case(TreeRecipe.parse(t).with_(drafts="iid"), 1, 0, statistical=True)
+             for t in ("flat:batch=6000,vocab=4,nodes=3,depth=2,fanout=1",
+                       "realistic:batch=2000,vocab=64,nodes=5,depth=4,fanout=1")]
+    v = run_judge(fn, cases, device="cpu", drafts="iid", spec="chain(torch_sampler)")
+    assert v.passed, v.summary()
+    tree = Case(TreeRecipe.parse("realistic:batch=4,vocab=64,nodes=5,depth=2,fanout=2"), 1, 0)
+    bad = run_judge(fn, [tree], device="cpu", drafts="iid", spec="chain(torch_sampler)")
+    assert bad.failed[0].evidence["cause"] == "raise"

@@ -232,3 +232,26 @@ def _eagle_on_tuples(tree, draft_token_ids, target_probs, draft_probs, generator
 
 vllm_eagle_onehot = vllm_verifier(_eagle_on_tuples)
 vllm_eagle_onehot.drafts = "any"
+
+
+def chain_verifier(verify_fn):
+    """A chain verifier of ``--op verify`` (``fn(draft_token_ids [B, n], draft_probs [B, n, V] or
+    None, target_probs [B, n+1, V], generator) -> tokens [B, n+1]``) as a tree verifier of chains
+    (``parents = [-1, 0, 1, ..]`` in every row): the draft tokens are the nodes 1..n, node ``j``'s
+    draft row is the law token ``j+1`` was drawn from, and the path is ``[0, 1, .., k]``. A tree
+    that is not one chain of ``N`` nodes raises ``ValueError`` (judge it on ``fanout=1`` recipes)."""
+    def verifier(parents, draft_token_ids, draft_probs, target_probs, generator):
+        import torch
+
+        B, N = parents.shape
+        chain = torch.arange(-1, N - 1, device=parents.device).expand(B, -1)
+        if not torch.equal(parents, chain):
+            raise ValueError("chain_verifier: every row must be one chain of N nodes (parents = -1, 0, 1, ..)")
+        n = N - 1
+        out = verify_fn(draft_token_ids[:, 1:], None if draft_probs is None else draft_probs[:, :n],
+                        target_probs, generator)
+        k = (out != -1).sum(1) - 1
+        steps = torch.arange(n + 1, device=out.device).expand(B, -1)
+        path = torch.where(steps <= k[:, None], steps, torch.full_like(steps, -1))
+        return path, out
+    return verifier
