@@ -493,7 +493,8 @@ def statistical_checks(found, stats, repro) -> list:
         found.fail("joint", _case_of(stats, t["group"]), (None, None, (
             f"{t['group']}: chi-square {t['chi2']:.1f} over {t['df'] + 1} cells ({t['n']} pairs), p = "
             f"{t['p_value']:.3g} < {t['level']:.3g}, binned TVD {t['tvd']:.4f}")), {"group": t["group"]}, repro,
-            cause=f"joint law of {t['group'].split(':')[-1]}")
+            cause="joint law of neighbouring positions" if t["group"] == "pooled" else
+            f"joint law of {t['group'].split(':')[-1]}")
     elif joint:
         out.append(judged("joint", True, f"{len(joint)} neighbouring-position chi-square tests; smallest "
                                               f"p = {min(t['p_value'] for t in joint):.3g}"))
