@@ -58,3 +58,15 @@ def test_a_chain_verifier_is_judged_through_the_tree_op():
     tree = Case(TreeRecipe.parse("realistic:batch=4,vocab=64,nodes=5,depth=2,fanout=2"), 1, 0)
     bad = run_judge(fn, [tree], device="cpu", drafts="iid", spec="chain(torch_sampler)")
     assert bad.failed[0].evidence["cause"] == "raise"
+
+
+def test_the_caller_feature_runs_a_users_verifier_in_its_worker(tmp_path):
+    from equiv.ops import get_op
+
+    src = tmp_path / "mine.py"
+    src.write_text("from equiv.ops.verify_tree.paths import target_only as fn\n")
+    call = get_op("verify_tree").features("caller")(f"{src}:fn", "cpu", 60)
+    args = TreeRecipe.parse("realistic:batch=4,vocab=64,nodes=8,depth=3,fanout=3").build()
+    path, out = call(*args, 3)
+    local = get_op("verify_tree").features("caller")("target_only", "cpu", 60)(*args, 3)
+    assert torch.equal(path, local[0]) and torch.equal(out, local[1])

@@ -132,3 +132,42 @@ def declaration(candidate, *, device: str, timeout: float | None) -> dict:
                         op="verify_tree")
     got = runner.probe("equiv.ops.verify_tree.calls:declared", {}, timeout=timeout)
     return got.value if got.ok else {}
+
+
+def call_once(fn, device, payload) -> dict:
+    """The probe behind ``tree_verifier_function`` for a verifier in its worker: one call on host
+    arrays built on ``device``."""
+    import torch
+
+    args = [None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in payload["inputs"]]
+    path, out = fn(*args, torch.Generator(device=device).manual_seed(int(payload["seed"])))
+    return {"path": path.cpu().numpy(), "out": out.cpu().numpy()}
+
+
+def tree_verifier_function(candidate, device: str, timeout: float | None = None):
+    """``call(parents, draft_token_ids, draft_probs, target_probs, seed) -> (accepted_path,
+    output_token_ids)`` for ``candidate`` (what a feature that verifies trees -- the MTP harness --
+    asks this op for, ``Op.features("caller")``): ours and a callable run in this process on the
+    live tensors; a user's spec runs in its supervised worker on host copies. A call that goes
+    wrong raises ``EquivError`` with the runner's one-line problem."""
+    import torch
+
+    from equiv.errors import EquivError
+    from equiv.run import CandidateSpec, runner_for
+
+    target = candidate if callable(candidate) and not isinstance(candidate, CandidateSpec) else \
+        CandidateSpec.parse(candidate, "verify_tree")
+    runner = runner_for(target, device=device, timeout=timeout, op="verify_tree")
+    if not runner.isolated:
+        def local(parents, tokens, q, p, seed):
+            return runner.fn(parents, tokens, q, p, torch.Generator(device=p.device).manual_seed(int(seed)))
+        return local
+
+    def isolated(parents, tokens, q, p, seed):
+        host = [None if t is None else t.cpu().numpy() for t in (parents, tokens, q, p)]
+        got = runner.probe("equiv.ops.verify_tree.calls:call_once", {"inputs": host, "seed": int(seed)},
+                           timeout=timeout)
+        if not got.ok:
+            raise EquivError(f"the tree verifier {got.problem}")
+        return (torch.from_numpy(got.value["path"]).to(p.device), torch.from_numpy(got.value["out"]).to(p.device))
+    return isolated

@@ -59,6 +59,7 @@ OP = Op(name="verify_tree",
         default_recipe="realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk",
         stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="tree verifier",
         selftest_stages=("statistics",),
+        features=lambda name: {"caller": _attr("calls", "tree_verifier_function")}[name](),
         options=(OpOption("drafts", DRAFT_CHOICES, "declared",
                           "the draft construction the tree verifier is lossless for: topk (any fixed tree), "
                           "iid (siblings drawn with replacement), wor (without replacement) or any; default "
