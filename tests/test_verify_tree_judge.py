@@ -18,6 +18,7 @@ from equiv.ops.verify_tree.plans import constructions_of
 from equiv.ops.verify_tree.recipes import TreeRecipe
 
 SMALL = (("flat:vocab=4,nodes=6,depth=2,fanout=2", 6000),
+         ("flat_far:vocab=4,nodes=6,depth=2,fanout=3", 6000),
          ("truncated:vocab=64,nodes=10,depth=3,fanout=3,ragged=1", 3000),
          ("onehot_target:vocab=64,nodes=8,depth=3,fanout=3", 512))
 
@@ -45,7 +46,8 @@ def test_every_builtin_passes_its_declared_construction(name):
 
 @pytest.mark.parametrize("name,drafts,check", [("specinfer", "topk", "exhaustive"),
                                                ("target_only", "iid", "exhaustive"),
-                                               ("recursive_rejection", "topk", "exhaustive")])
+                                               ("recursive_rejection", "topk", "exhaustive"),
+                                               ("specinfer", "wor", "exhaustive")])
 def test_builtins_fail_constructions_they_do_not_declare(name, drafts, check):
     v = judged(VERIFIERS[name], drafts, name)
     assert not v.passed and check in [c.name for c in v.failed], v.summary()

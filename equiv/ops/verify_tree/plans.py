@@ -7,6 +7,7 @@ depth 8), a wide level (depth 1, fan-out 8), 64 nodes at depth 8, ``B = 4096``, 
 one call (and its replay) of large batches per recipe -- for ``iid``/``wor`` every row drafts its
 own tree, so a call averages over drafts as losslessness asks:
 - ``flat`` at V = 4 and depth 2: the whole text's law is compared cell by cell (exhaustive);
+  ``flat_far`` the same with a draft far from the target (many rejections);
 - ``realistic`` and ``truncated`` (ragged) at V = 256: PIT, score and joint tests, many rows;
 - ``realistic`` at V = 129280 (few rows: the inputs are ``B x N x V`` floats);
 - ``onehot_target``: greedy decoding's text, exactly.
@@ -52,6 +53,7 @@ def contract_cases(drafts: str = "topk", seed: int = 0) -> list:
 
 _STATISTICAL = (
     ("flat:vocab=4,nodes=6,depth=2,fanout=2", 20000),
+    ("flat_far:vocab=4,nodes=6,depth=2,fanout=3", 10000),
     ("realistic:vocab=256,nodes=10,depth=3,fanout=3", 4000),
     ("truncated:vocab=256,nodes=10,depth=3,fanout=4,ragged=1", 4000),
     ("realistic:vocab=129280,nodes=6,depth=2,fanout=3", 8),

@@ -21,7 +21,9 @@ permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` 
 - ``truncated``: the target keeps only its top ``m`` tokens (``m`` from 1 to 10: top-k / top-p sampling on a confident step),
   the draft does not: children land on tokens of target probability 0;
 - ``onehot_target``: the target is one-hot at its argmax (temperature 0);
-- ``flat``: Dirichlet(1) targets and drafts half the target, half another Dirichlet (small V).
+- ``flat``: Dirichlet(1) targets and drafts half the target, half another Dirichlet (small V);
+- ``flat_far``: Dirichlet(1) targets and independent Dirichlet(0.5) drafts: many rejections, so a
+  rule that assumes another construction (SpecInfer on ``wor`` trees) moves the text's law far.
 
 *Trees.* Row ``b`` has a random shape of at most ``nodes`` nodes (exactly ``nodes`` unless
 ``ragged=1``; absent nodes are ``-2`` at the end), depth at most ``depth``, at most ``fanout``
@@ -43,7 +45,7 @@ from equiv.ops.verify.recipes import cdf_draw
 from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_int
 
-FAMILIES = ("realistic", "truncated", "onehot_target", "flat")
+FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far")
 CONSTRUCTIONS = ("topk", "iid", "wor")
 BANK = 16
 _P = 2 ** 31 - 1
@@ -170,6 +172,9 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     if family == "flat":
         target = rng.dirichlet(np.ones(V), size=K)
         draft = 0.5 * target + 0.5 * rng.dirichlet(np.ones(V), size=K)
+    elif family == "flat_far":
+        target = rng.dirichlet(np.ones(V), size=K)
+        draft = rng.dirichlet(np.full(V, 0.5), size=K)
     else:
         logits = _zipf_logits(rng, K, V)
         target = _softmax(logits)
