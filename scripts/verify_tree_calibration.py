@@ -10,6 +10,7 @@
         detected share at TV 0.01 / 0.02 / 0.05 (host draws of biased laws, calibration.BIASES)
     python scripts/verify_tree_calibration.py table
         the gate (statistics stage, quick) on every built-in x construction, and on every mutant
+        under its declaration
 Each prints a table and appends JSON lines to --out (default: no file).
 """
 from __future__ import annotations
@@ -83,12 +84,12 @@ def table(args):
             cells.append("PASS" if r.passed else "FAIL")
             _emit(args, {"kind": "table", "verifier": name, "drafts": c, "passed": r.passed,
                          "failed": list(r.failed.names), "seconds": round(r.duration_s, 1)})
-        print(f"{name:<22} {fn.drafts:<8} " + " ".join(f"{x:<6}" for x in cells))
+        print(f"{name:<22} {fn.drafts:<8} " + " ".join(f"{x:<6}" for x in cells), flush=True)
     print(f"\n{'mutant':<22} {'verdict':<8} {'seconds':>7}  causes")
     for name in MUTANTS:
-        r = run_gate(f"equiv.ops.verify_tree.mutants:{name}", op="verify_tree")
+        r = run_gate(f"equiv.ops.verify_tree.mutants:{name}", op="verify_tree", stages="statistics")
         causes = [d.cause for d in r.diagnosis.defects] if r.diagnosis else []
-        print(f"{name:<22} {'PASS' if r.passed else 'FAIL':<8} {r.duration_s:>7.1f}  {'; '.join(causes)}")
+        print(f"{name:<22} {'PASS' if r.passed else 'FAIL':<8} {r.duration_s:>7.1f}  {'; '.join(causes)}", flush=True)
         _emit(args, {"kind": "kill", "mutant": name, "passed": r.passed, "causes": causes,
                      "seconds": round(r.duration_s, 1)})
 

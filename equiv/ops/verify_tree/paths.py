@@ -98,7 +98,12 @@ def _sample(weights, gen):
 
 def _zero(w, kid_tok, mask):
     """``w`` with the tokens ``kid_tok[mask]`` set to 0 (per row)."""
-    return w.scatter(1, kid_tok, w.gather(1, kid_tok) * (~mask).double())
+    import torch
+
+    # scatter_add, not scatter: an unused slot's padding token may equal a tried child's token,
+    # and scatter leaves duplicate indices to the last write
+    hit = torch.zeros_like(w).scatter_add(1, kid_tok, mask.to(w.dtype).expand_as(kid_tok))
+    return torch.where(hit > 0, torch.zeros_like(w), w)
 
 
 def greedy(parents, draft_token_ids, draft_probs, target_probs, generator):
