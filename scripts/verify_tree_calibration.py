@@ -31,8 +31,8 @@ def fp(args):
     from equiv.ops.verify_tree.plans import statistical_cases
 
     t0 = time.perf_counter()
-    for start in range(0, args.seeds, 50):                 # a record per 50 seeds: partial runs count
-        seeds = range(start, min(start + 50, args.seeds))
+    for start in range(args.start, args.start + args.seeds, 50):   # a record per 50 seeds: partial runs count
+        seeds = range(start, min(start + 50, args.start + args.seeds))
         got = false_positives(lambda s: statistical_cases("quick", args.drafts, s % 3), seeds)
         took = time.perf_counter() - t0
         print(f"false positives ({args.drafts}, host draws of the exact law, quick plan), seeds "
@@ -98,6 +98,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=("fp", "judge", "power", "table"))
     p.add_argument("--seeds", type=int, default=100)
+    p.add_argument("--start", type=int, default=0, help="fp: the first text seed")
     p.add_argument("--drafts", default="topk", choices=("topk", "iid", "wor"))
     p.add_argument("--vocab", type=int, default=129280)
     p.add_argument("--batch", type=int, default=2000)

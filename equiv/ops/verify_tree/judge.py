@@ -355,7 +355,7 @@ def _tables(family, seed, vocab):
     if key not in _TABLES:
         from equiv.ops.verify_tree.recipes import tree_model
 
-        _TABLES.clear() if len(_TABLES) > 6 else None
+        _TABLES.clear() if len(_TABLES) > 24 else None
         _TABLES[key] = sorted_table(tree_model(family, seed, vocab).target)
     return _TABLES[key]
 

@@ -165,7 +165,7 @@ def _softmax(x):
     return e / e.sum(1, keepdims=True)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=24)           # a calibration cycles 3 seeds x 6 families
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     rng = np.random.default_rng([seed, _SALT_BANK, FAMILIES.index(family)])
     K, V = BANK, vocab
