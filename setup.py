@@ -23,6 +23,6 @@ setup(
         "equiv.fixtures": ["*.md", "adversarial/*.npy", "adversarial/*.json", "adversarial/*.py",
                            "traces/*.npz", "traces/*.md", "traces/*.py"],
         "equiv": ["py.typed"],
-        "equiv.report": ["templates/*"],
+        "equiv.ops.draft_topk.report": ["templates/*"],
     },
 )

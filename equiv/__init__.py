@@ -1,4 +1,4 @@
-"""equiv: does an optimized draft top-k compute the same thing as softmax-then-top-k?
+"""equiv: does an optimized path of speculative decoding compute the same thing as its reference?
 
 The public API is the list of names in ``__all__``; the work lives in the modules named in
 ``_EXPORTS``. Names are imported on first use: this package is imported by its pytest plugin in
@@ -20,8 +20,13 @@ if not _os.path.isdir(_os.path.join(__path__[0], "reference")) and _os.path.isfi
         _os.path.join(_root, "reference", "__init__.py")):
     __path__.append(_root)
 
+# The registry's default op (the draft top-k) has its public names here too; naming its package
+# through the registry keeps every op's name inside ``equiv/ops`` (equiv.ops imports no torch).
+from equiv.ops import DEFAULT_OP as _DEFAULT_OP  # noqa: E402
+
+_OWN = f"equiv.ops.{_DEFAULT_OP}"
 _EXPORTS = {
-    "assert_equivalent": "equiv.api",
+    "assert_equivalent": f"{_OWN}.assertion",
     "check": "equiv.api",
     "gate": "equiv.gate:run_gate",
     "report": "equiv.api",
@@ -29,9 +34,9 @@ _EXPORTS = {
     "RunOptions": "equiv.options",
     "Candidate": "equiv.candidate",
     "load_candidate": "equiv.candidate",
-    "CheckResult": "equiv.ops.draft_topk.compare",
-    "ComparisonResult": "equiv.ops.draft_topk.compare",
-    "compare": "equiv.ops.draft_topk.compare",
+    "CheckResult": f"{_OWN}.compare",
+    "ComparisonResult": f"{_OWN}.compare",
+    "compare": f"{_OWN}.compare",
     "CandidateLoadError": "equiv.errors",
     "EquivError": "equiv.errors",
     "EquivalenceError": "equiv.errors",
@@ -39,14 +44,14 @@ _EXPORTS = {
     "MissingDependency": "equiv.errors",
     "NoDeviceError": "equiv.errors",
     "UsageError": "equiv.errors",
-    "FAMILIES": "equiv.ops.draft_topk.recipes",
-    "Recipe": "equiv.ops.draft_topk.recipes",
-    "Path": "equiv.ops.draft_topk.paths",
-    "get_path": "equiv.ops.draft_topk.paths",
-    "path_names": "equiv.ops.draft_topk.paths",
-    "TOLERANCES": "equiv.ops.draft_topk.tolerance",
-    "Tolerance": "equiv.ops.draft_topk.tolerance",
-    "tolerance_for": "equiv.ops.draft_topk.tolerance",
+    "FAMILIES": f"{_OWN}.recipes",
+    "Recipe": f"{_OWN}.recipes",
+    "Path": f"{_OWN}.paths",
+    "get_path": f"{_OWN}.paths",
+    "path_names": f"{_OWN}.paths",
+    "TOLERANCES": f"{_OWN}.tolerance",
+    "Tolerance": f"{_OWN}.tolerance",
+    "tolerance_for": f"{_OWN}.tolerance",
 }
 _MODULES = ("strategies",)                       # public sub-modules, also loaded on first use
 
@@ -70,8 +75,8 @@ def __dir__():
 
 
 class _Front(_types.ModuleType):
-    """``equiv.gate`` and ``equiv.report`` are functions, although ``equiv/gate.py`` and
-    ``equiv/report/`` are also sub-modules: importing a sub-module binds it on its package,
+    """``equiv.gate`` is a function, although ``equiv/gate.py`` is also a sub-module:
+    importing a sub-module binds it on its package,
     which would hide the function the first time anything imports it. An exported name keeps
     its exported value."""
 

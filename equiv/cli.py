@@ -66,7 +66,7 @@ def _end_now(code: int, console: Console) -> None:
     leave at once when other threads still run (a candidate call under a time-out, a pool of
     gates): letting the interpreter finalize under them aborts (``terminate called without an
     active exception``, exit 134) or waits for them."""
-    suite, workers = sys.modules.get("equiv.suite_process"), sys.modules.get("equiv.run.supervisor")
+    suite, workers = sys.modules.get("equiv.run.suite"), sys.modules.get("equiv.run.supervisor")
     if suite is not None:
         suite.kill_all()
     if workers is not None:                      # os._exit below skips the atexit that closes them

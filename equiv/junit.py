@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from equiv._version import __version__
 from equiv.sanitize import clean_text
 
 
 def junit_xml(result) -> str:
-    from equiv._version import __version__
-
     def element(parent, tag, **attrs):
         attrs = {k: clean_text(v) for k, v in attrs.items()}
         return ET.Element(tag, attrs) if parent is None else ET.SubElement(parent, tag, attrs)
@@ -29,17 +28,14 @@ def junit_xml(result) -> str:
     for key in ("candidate", "k", "device", "budget", "seed"):
         element(props, "property", name=key, value=str(getattr(result, key)))
     for c in result.checks:
-        stage, _, rest = c.name.partition(":")
-        case = element(suite, "testcase", classname=f"equiv.gate.{stage}", name=rest or stage,
+        case = element(suite, "testcase", classname=f"equiv.gate.{c.stage}", name=c.subject or c.name,
                        time=f"{c.duration_s:.3f}")
         if not c.passed:
             fail = element(case, "failure", message=c.detail[:1000], type="EquivalenceFailure")
             fail.text = clean_text("\n".join(x for x in (c.detail, c.counterexample, c.repro) if x))
     diagnosis = getattr(result, "diagnosis", None)
     if diagnosis is not None:                    # one test case per defect, beside the checks
-        from equiv.diagnose.render import junit_cases
-
-        for name, message, body in junit_cases(diagnosis):
+        for name, message, body in diagnosis.junit_cases():
             case = element(suite, "testcase", classname="equiv.gate.defect", name=name, time="0.000")
             element(case, "failure", message=message, type="Defect").text = clean_text(body)
         suite.set("tests", str(len(result.checks) + len(diagnosis.defects)))

@@ -13,25 +13,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from equiv.devices import resolve_device
+from equiv.errors import InvalidArgument
+from equiv.ops import DEFAULT_OP, get_op
 from equiv.run.spec import CandidateSpec
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout, timeout_text
+from equiv.validation import check_choice, check_choices, check_int
 
 DTYPES = ("float32", "bfloat16", "float16")
 BUDGETS = ("quick", "full")
 DEVICES = ("auto", "cpu", "cuda")
-LAWS = ("lossless", "token")            # what a verifier is judged by (equiv.ops.verify.judge)
 MAX_K = 64
 DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
-DEFAULTS = {"op": "draft_topk", "k": "1", "device": "auto", "budget_gate": "quick",
-            "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S, "law": "lossless"}
+DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick",
+            "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
 
 
 def parse_ks(text, name: str = "k") -> tuple:
     """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged, each an integer >= 1, in the order
     given, no repeats."""
-    from equiv.errors import InvalidArgument
-    from equiv.validation import check_int
-
     if isinstance(text, (list, tuple)):
         text = ",".join(map(str, text))
     items = [t.strip() for t in str(text).split(",") if t.strip()]
@@ -57,17 +57,20 @@ class RunOptions:
     budget: str = DEFAULTS["budget_suite"]
     seed: int = DEFAULTS["seed"]
     timeout: float | None = DEFAULTS["timeout"]
-    law: str = DEFAULTS["law"]          # the verifier's law (``--op verify`` only)
+    op_options: tuple = ()              # ((name, value), ...): the op's own options (``Op.options``)
 
     @classmethod
     def make(cls, candidate=None, *, op=None, k=None, device=None, dtypes=None, budget=None,
-             seed=None, timeout=DEFAULT_TIMEOUT_S, law=None, names=None) -> "RunOptions":
-        """Validated options; ``names`` maps a field to the name its errors use (``--equiv-k``)."""
-        from equiv.ops import get_op
-        from equiv.validation import check_choice, check_choices, check_int
-
+             seed=None, timeout=DEFAULT_TIMEOUT_S, names=None, **op_options) -> "RunOptions":
+        """Validated options; ``names`` maps a field to the name its errors use (``--equiv-k``);
+        ``op_options`` are the operation's own (``Op.options``), each checked against its choices."""
         names = names or {}
-        op = get_op(op or DEFAULTS["op"]).name
+        the_op = get_op(op or DEFAULTS["op"])
+        op = the_op.name
+        given = {k: v for k, v in op_options.items() if v is not None}
+        for key in given:
+            the_op.option(key)                   # an option the op does not take: InvalidArgument
+        own = tuple((o.name, o.check(given.get(o.name), names.get(o.name, o.name))) for o in the_op.options)
         spec = None if candidate is None else CandidateSpec.parse(candidate, op)
         ks = parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k"))
         for v in ks:
@@ -77,11 +80,17 @@ class RunOptions:
                    dtypes=tuple(check_choices(names.get("dtype", "dtype"), dtypes, DTYPES)) if dtypes else DTYPES,
                    budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
                    seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
-                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")),
-                   law=check_choice(names.get("law", "law"), law or DEFAULTS["law"], LAWS))
+                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")), op_options=own)
 
     def with_(self, **changes) -> "RunOptions":
         return replace(self, **changes)
+
+    def option(self, name: str):
+        """The value of the op's own option ``name`` (its default when not given)."""
+        for key, value in self.op_options:
+            if key == name:
+                return value
+        return get_op(self.op).option(name).default
 
     @property
     def k(self) -> int:
@@ -100,20 +109,22 @@ class RunOptions:
                  ("k", ",".join(map(str, self.ks)), DEFAULTS["k"]),
                  ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
                  ("budget", self.budget, DEFAULTS["budget_suite"]),
-                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"])),
-                 ("law", self.law, DEFAULTS["law"])]
+                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"]))]
+        the_op = get_op(self.op)
+        pairs += [(name, value, the_op.option(name).default) for name, value in self.op_options]
         args += [f"--equiv-{name}={value}" for name, value, default in pairs if every or value != default]
         return args
 
     @classmethod
     def from_pytest(cls, config) -> "RunOptions":
         """The options of a pytest run, read from its ``--equiv-*`` options (unset: the defaults)."""
-        from equiv.devices import resolve_device
-
         get = config.getoption
-        opts = cls.make(get("equiv_candidate", None), op=get("equiv_op", None), k=get("equiv_k", None),
+        the_op = get_op(get("equiv_op", None) or DEFAULTS["op"])
+        own = {o.name: get(f"equiv_{o.name}", None) for o in the_op.options}
+        opts = cls.make(get("equiv_candidate", None), op=the_op.name, k=get("equiv_k", None),
                         device=get("equiv_device", None), dtypes=get("equiv_dtype", None),
                         budget=get("equiv_budget", None),
-                        timeout=get("equiv_timeout", None) or DEFAULTS["timeout"], law=get("equiv_law", None),
-                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout", "law")})
+                        timeout=get("equiv_timeout", None) or DEFAULTS["timeout"],
+                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout", *own)},
+                        **own)
         return opts.with_(device=resolve_device(opts.device))

@@ -22,6 +22,8 @@ import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
+from equiv._version import __version__
+
 LIBRARIES = ("torch", "triton", "numpy")
 _GIT_TIMEOUT_S = 5.0
 
@@ -68,9 +70,7 @@ class Provenance:
 
 
 def equiv_version() -> str:
-    import equiv
-
-    version = getattr(equiv, "__version__", None)
+    version = __version__
     if version:
         return version
     from importlib import metadata

@@ -2,12 +2,13 @@
 
 Plan
 ----
-1. Kill rate: every mutant of the zoo (``equiv.ops.draft_topk.mutants``) goes through the gate (property suite
-   and tolerance stages, quick budget). A mutant the gate passes *survived*: the suite is blind
-   to its bug class.
-2. False-positive rate: every correct built-in path goes through the gate's tolerance stage on
-   every input family under ``seeds`` different seeds (fresh inputs each time). Any failure is a
-   false positive: the tolerance table or the reference is wrong.
+1. Kill rate: every mutant of the operation's zoo (``Op.mutants``) goes through the gate (the
+   op's ``selftest_stages``, quick budget). A mutant the gate passes *survived*: the suite is
+   blind to its bug class.
+2. False-positive rate: every correct built-in (``Op.correct_paths``) is judged under ``seeds``
+   different seeds (fresh inputs each time) by the op's ``false_positive_run`` (for the draft
+   top-k the gate's tolerance stage on every input family; by default the gate's
+   ``selftest_stages``). Any failure is a false positive: a bound or the reference is wrong.
 The result is a frozen ``SelftestResult``; ``passed`` means 100% kills and 0 false positives.
 """
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from equiv.gate import run_gate
+from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import DEFAULT_VOCAB
-from equiv.report.rows import CORRECT_PATHS
 
 
 @dataclass(frozen=True)
@@ -81,51 +83,46 @@ class SelftestResult:
         return "\n".join(lines)
 
 
-def _mutant_registry():
-    from equiv.ops.draft_topk import mutants
-
-    return mutants.MUTANTS
-
-
-def run_mutant(name: str, mutant, *, device: str, vocab: int, timeout: float) -> MutantOutcome:
-    from equiv.gate import run_gate
-
+def run_mutant(op, name: str, mutant, *, device: str, vocab: int, timeout: float) -> MutantOutcome:
     t0 = time.perf_counter()
-    res = run_gate(f"equiv.ops.draft_topk.mutants:{name}", k=getattr(mutant, "k", 1), device=device, budget="quick",
-                   vocab=vocab, timeout=timeout,
-                   stages=("properties", "tolerance"))
+    res = run_gate(f"{op.mutants_module}:{name}", op=op.name, k=getattr(mutant, "k", 1), device=device,
+                   budget="quick", vocab=vocab, timeout=timeout, stages=op.selftest_stages or op.stages)
     return MutantOutcome(name, getattr(mutant, "bug_class", ""), not res.passed,
                          tuple(c.name for c in res.failed), time.perf_counter() - t0)
 
 
-def run_correct(path: str, *, seeds: int, device: str, vocab: int, timeout: float) -> FalsePositiveOutcome:
-    from equiv.gate import BUDGETS, tolerance_checks
+def gate_run(op, path: str, *, seed: int, device: str, vocab: int, timeout: float) -> list:
+    """The default false-positive run: the gate's ``selftest_stages`` on ``path`` at ``seed``;
+    ``(check name, detail)`` of each failing check."""
+    res = run_gate(path, op=op.name, device=device, budget="quick", seed=seed, vocab=vocab, timeout=timeout,
+                   stages=op.selftest_stages or op.stages)
+    return [(c.name, c.detail) for c in res.failed]
 
+
+def run_correct(op, path: str, *, seeds: int, device: str, vocab: int, timeout: float) -> FalsePositiveOutcome:
+    run = op.false_positive_run or (lambda p, **kw: gate_run(op, p, **kw))
     failures = []
     for seed in range(seeds):
-        checks, _ = tolerance_checks(path, ks=(1,), device=device, dtypes=BUDGETS["full"]["dtypes"], batch=4,
-                                     seeds=1, seed=seed, vocab=vocab, timeout=timeout)
-        for c in checks:
-            if not c.passed:
-                failures.append((seed, c.name, c.detail))
+        failures += [(seed, name, detail) for name, detail in
+                     run(path, seed=seed, device=device, vocab=vocab, timeout=timeout)]
     return FalsePositiveOutcome(path, seeds, tuple(failures))
 
 
-def run_selftest(*, device: str = "cpu", seeds: int = 20, vocab: int = DEFAULT_VOCAB, only=None,
-                 timeout: float = 120.0, workers: int = 2, progress=None) -> SelftestResult:
-    from equiv.ops.draft_topk.paths import path_names
-
+def run_selftest(*, op: str = DEFAULT_OP, device: str = "cpu", seeds: int = 20, vocab: int = DEFAULT_VOCAB,
+                 only=None, timeout: float = 120.0, workers: int = 2, progress=None) -> SelftestResult:
+    the_op = get_op(op)
     t0 = time.perf_counter()
-    registry = _mutant_registry()
+    registry = the_op.mutants()
     names = [n for n in registry if not only or n in only]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:   # each gate runs pytest in a subprocess
-        futures = [pool.submit(run_mutant, n, registry[n], device=device, vocab=vocab, timeout=timeout)
+        futures = [pool.submit(run_mutant, the_op, n, registry[n], device=device, vocab=vocab, timeout=timeout)
                    for n in names]
         outcomes = []
         for i, f in enumerate(futures):
             outcomes.append(f.result())
             if progress:
                 progress(i + 1, len(futures), outcomes[-1].name)
-    correct = tuple(run_correct(p, seeds=seeds, device=device, vocab=vocab, timeout=timeout)
-                    for p in path_names() if p in CORRECT_PATHS)
+    correct_names = the_op.correct_paths() if the_op.correct_paths else the_op.builtin_names()
+    correct = tuple(run_correct(the_op, p, seeds=seeds, device=device, vocab=vocab, timeout=timeout)
+                    for p in correct_names)
     return SelftestResult(tuple(outcomes), correct, time.perf_counter() - t0)

@@ -50,13 +50,13 @@ def _judge(verifier, cases, device, request, checks):
     from equiv.pytest.plugin import run_options
 
     opts = run_options(request.config)
-    verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=opts.timeout, law=opts.law)
-    failed = [c for c in verdict.checks if (checks is None or c.check in checks) and not c.passed]
+    verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=opts.timeout, law=opts.option("law"))
+    failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
     if failed:
         c = failed[0]
-        request.node.user_properties += [("equiv_message", f"{c.check}: {c.detail}"),
+        request.node.user_properties += [("equiv_message", f"{c.name}: {c.detail}"),
                                          ("equiv_counterexample", c.recipe), ("equiv_repro", c.repro)]
-        raise AssertionError(f"{c.check} [{verifier}]: {c.detail}\n{c.repro}")
+        raise AssertionError(f"{c.name} [{verifier}]: {c.detail}\n{c.repro}")
     return verdict
 
 
@@ -102,5 +102,5 @@ def test_verify_statistics(verifier, device, request):
 
     request.node.user_properties.append(("equiv_property", "verify_statistics"))
     budget = option(request.config, "equiv_budget")
-    law = run_options(request.config).law
+    law = run_options(request.config).option("law")
     _judge(verifier, statistical_cases(budget, law=law), device, request, None)

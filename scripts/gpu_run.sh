@@ -14,7 +14,7 @@
 #              elements (bfloat16, equiv check), then its full-budget tolerance stage with the
 #              coverage table (REACH_LIMIT seconds at most)
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
-#   tune:      the kernel's variant sweep (equiv/kernels/tune.py, compiled first in 8 processes);
+#   tune:      the kernel's variant sweep (equiv/ops/draft_topk/kernels/tune.py, compiled first in 8 processes);
 #              TUNE_ARGS (e.g. "--batch 256 --vocab 64640,129280") for other shapes
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
@@ -149,7 +149,7 @@ profile)
     cd "$repo"
     ;;
 tune)
-    step tune "${TUNE_LIMIT:-300}" python3 -m equiv.kernels.tune --warm 8 ${TUNE_ARGS:-} "$out/tune.json"
+    step tune "${TUNE_LIMIT:-300}" python3 -m equiv.ops.draft_topk.kernels.tune --warm 8 ${TUNE_ARGS:-} "$out/tune.json"
     grep -v '^warm' "$out/tune.log"
     ;;
 reach)

@@ -30,7 +30,7 @@ def main():
         cells = []
         for law in ("lossless", "token"):
             v = run_judge(fn, plans[law], device=args.device, spec=name, law=law)
-            failed = ", ".join(c.check for c in v.failed) or ("PASS, note" if v.notes else "PASS")
+            failed = ", ".join(c.name for c in v.failed) or ("PASS, note" if v.notes else "PASS")
             kinds = ", ".join(d.kind for d in diagnose(v).defects) or "-"
             cells += [failed, kinds]
         print(f"| `{name}` | " + " | ".join(cells) + " |", flush=True)

@@ -1,4 +1,4 @@
-"""``equiv bench`` and ``equiv.bench``: usage errors, output files, and a small GPU run.
+"""``equiv bench`` and ``equiv.ops.draft_topk.bench``: usage errors, output files, and a small GPU run.
 
 Plan: without a GPU the command must say so in one line and exit 2 (checked as a subprocess,
 as CI runs it); bad arguments exit 2 before any GPU work; the table, JSON and PNG writers are
@@ -16,7 +16,7 @@ import pytest
 import equiv
 import torch
 
-from equiv.bench import BenchResult, BenchRow, SizedCeiling, run_bench, write_json, write_plot
+from equiv.ops.draft_topk.bench import BenchResult, BenchRow, SizedCeiling, run_bench, write_json, write_plot
 from equiv.errors import InvalidArgument
 
 HAS_CUDA = torch.cuda.is_available()
@@ -73,7 +73,7 @@ def test_read_sum_kernel_sums_every_row_in_the_interpreter():
     from equiv.ops.draft_topk.paths.fused_triton import _kernels
 
     _kernels(interpret=True)                      # TRITON_INTERPRET before the kernel module
-    from equiv.kernels import read_sum as rs
+    from equiv.ops.draft_topk.kernels import read_sum as rs
 
     x = torch.randn(5, 70000, dtype=torch.float64)
     got = rs.read_sum(x.float())

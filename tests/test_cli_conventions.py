@@ -51,7 +51,7 @@ def test_help_shows_the_choices(command):
 
 
 def test_help_lists_stages_consumers_and_formats():
-    assert "from: properties, tolerance, mtp" in help_of("gate")
+    assert "--op draft_topk: properties, tolerance, mtp" in help_of("gate")
     assert "from: greedy, target_only, confidence, tree" in help_of("mtp")
     assert "--format {table,markdown,json,html}" in help_of("report")
 

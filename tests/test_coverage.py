@@ -30,7 +30,7 @@ from equiv.ops.draft_topk.coverage import (
     tolerance_plan,
 )
 from equiv.errors import InvalidArgument
-from equiv.gate import tolerance_checks
+from equiv.ops.draft_topk.gate import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES
 
 DODGERS = os.path.join(os.path.dirname(__file__), "candidates", "shape_dodgers.py")

@@ -20,15 +20,21 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from equiv.diagnose import diagnose
-from equiv.diagnose.isolate import Isolation, Residual, neighbours_matter
-from equiv.diagnose.probe import Prober
+from equiv.ops.draft_topk.diagnose import diagnose
+from equiv.ops.draft_topk.diagnose.isolate import Isolation, Residual, neighbours_matter
+from equiv.ops.draft_topk.diagnose.probe import Prober
 from equiv.checks import Check
 from equiv.ops.draft_topk.recipes import Recipe
 
 
+def _check(name, *args, **kw):
+    """A gate's check as the gate files it: its stage and subject as typed fields."""
+    prefix, _, rest = name.partition(":")
+    return Check({"property": "properties"}.get(prefix, prefix), name, *args, subject=rest or None, **kw)
+
+
 def failing(name: str, recipe: str, passed: bool = False) -> Check:
-    return Check(name, passed, "differs from the reference", counterexample=f"recipe {recipe}, worst row 0",
+    return _check(name, passed, "differs from the reference", counterexample=f"recipe {recipe}, worst row 0",
                      repro=f"REPRO: equiv check --candidate X --recipe '{recipe}'")
 
 
@@ -36,7 +42,7 @@ SPLIT_VOCAB_CHECKS = [
     failing("property:equivalence", "gaussian:seed=5,batch=2,vocab=2,dtype=float32,pad=1"),
     failing("property:poisoned_batches", "poison_mix:seed=0,batch=4,vocab=8,dtype=float32"),
     failing("tolerance:gaussian:float32", "gaussian:seed=0,batch=4,vocab=1000,dtype=float32"),
-    Check("property:raw_arrays", False, "the raw array differs from the reference (poisoning)",
+    _check("property:raw_arrays", False, "the raw array differs from the reference (poisoning)",
               counterexample="raw_arrays(\n    logits=array([[nan, nan]], dtype=float32),\n    dtype='float32',\n)"),
 ]
 
@@ -123,7 +129,7 @@ def test_the_neighbour_test_tells_a_batch_reduction_from_a_grid_cap():
 
 
 def test_stale_output_is_confirmed_on_a_fresh_shape_and_a_pure_function_is_not_stale():
-    checks = [Check("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
+    checks = [_check("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
                         counterexample="repeated_calls(recipe=Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32'))")]
     d = diagnose("equiv.ops.draft_topk.mutants:cached_by_shape", checks, k=1)
     assert [x.kind for x in d.defects] == ["stale_output"], d.summary()
@@ -141,9 +147,8 @@ def test_outputs_json_console_junit_and_repro():
         assert entry["repro"].startswith("REPRO: ") and entry["checks"]
     with pytest.raises(FrozenInstanceError):
         d.defects[0].kind = "other"
-    from equiv.diagnose.render import junit_cases
 
-    assert [c[0].split(":", 1)[1] for c in junit_cases(d)] == [x.kind for x in d.defects]
+    assert [c[0].split(":", 1)[1] for c in d.junit_cases()] == [x.kind for x in d.defects]
     recipe_repro = next(x.repro for x in d.defects if x.kind == "non_contiguous")
     assert "equiv check --candidate equiv.ops.draft_topk.mutants:split_vocab_argmax" in recipe_repro and "pad=1" in recipe_repro
 
@@ -151,7 +156,7 @@ def test_outputs_json_console_junit_and_repro():
 def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
     import subprocess
 
-    checks = [Check("property:raw_arrays", False, "the raw array differs from the reference (contract)",
+    checks = [_check("property:raw_arrays", False, "the raw array differs from the reference (contract)",
                         counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)")]
     d = diagnose("equiv.ops.draft_topk.mutants:padding_lane_wins", checks, k=1)
     assert [x.kind for x in d.defects] == ["out_of_vocabulary_index"], d.summary()
@@ -171,12 +176,12 @@ def test_the_deadline_stops_new_calls_and_says_what_was_left():
 
 def test_a_hang_or_an_exit_is_named_from_the_check_and_never_re_run():
     # how the call ended is data (Check.outcome, the CallOutcome.kind), never read from the wording
-    checks = [Check("tolerance:gaussian:float32", False, "contract: did not return within 5 s",
+    checks = [_check("tolerance:gaussian:float32", False, "contract: did not return within 5 s",
                     counterexample="recipe gaussian:seed=0,batch=4,vocab=1000,dtype=float32, worst row None",
                     repro="REPRO: equiv check --candidate tests/candidates/x.py:f --recipe 'gaussian:seed=0'",
                     outcome="timeout", recipe="gaussian:seed=0,batch=4,vocab=1000,dtype=float32"),
-              Check("property:raw_arrays", False, "exited with code 0 during the call", outcome="exit"),
-              Check("property:equivalence", False, "was killed by SIGSEGV during the call", outcome="signal")]
+              _check("property:raw_arrays", False, "exited with code 0 during the call", outcome="exit"),
+              _check("property:equivalence", False, "was killed by SIGSEGV during the call", outcome="signal")]
     d = diagnose("softmax_topk", checks, k=1)
     assert sorted(x.kind for x in d.defects) == ["crash", "hang"] and d.calls == 0, d.summary()
     hang = next(x for x in d.defects if x.kind == "hang")
@@ -186,10 +191,10 @@ def test_a_hang_or_an_exit_is_named_from_the_check_and_never_re_run():
 
 
 def test_wording_alone_names_no_abnormal_end():
-    from equiv.diagnose.core import abnormal_kind
+    from equiv.ops.draft_topk.diagnose.core import abnormal_kind
 
-    assert abnormal_kind(Check("property:x", False, "did not return within 5 s")) is None
-    assert abnormal_kind(Check("property:x", False, "anything", outcome="signal")) == "crash"
+    assert abnormal_kind(_check("property:x", False, "did not return within 5 s")) is None
+    assert abnormal_kind(_check("property:x", False, "anything", outcome="signal")) == "crash"
 
 
 def test_a_users_file_candidate_is_diagnosed_through_its_supervised_worker(tmp_path):
@@ -234,7 +239,7 @@ def test_checks_alike_join_the_defect_of_two_re_run_ones_without_a_call():
     # likeness is read from data: the check's recipe and the comparison's failed stages
     def tol(fam, parts=("value", "regression")):
         recipe = f"{fam}:seed=0,batch=4,vocab=1000,dtype=float32"
-        return Check(f"tolerance:{fam}:float32", False, "; ".join(f"{p}: ..." for p in parts),
+        return _check(f"tolerance:{fam}:float32", False, "; ".join(f"{p}: ..." for p in parts),
                      counterexample=f"recipe {recipe}, worst row 0", recipe=recipe, parts=parts)
     checks = [tol(fam) for fam in ("gaussian", "zipf", "dominant", "near_uniform")]
     d = diagnose("hardcoded_one", checks, k=1)

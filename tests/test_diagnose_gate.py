@@ -18,7 +18,7 @@ from equiv.gate import run_gate
 
 @pytest.fixture(autouse=True)
 def unhurried(monkeypatch):
-    from equiv.diagnose import attach
+    from equiv.ops.draft_topk.diagnose import attach
 
     monkeypatch.setattr(attach, "MIN_S", 60.0)
 
@@ -58,9 +58,9 @@ def test_check_prints_the_defect_first(capsys):
 
 
 def test_report_diagnoses_each_failing_path():
-    from equiv.diagnose.attach import for_report, with_defects
-    from equiv.report import render
-    from equiv.report.rows import report_rows
+    from equiv.ops.draft_topk.diagnose.attach import for_report, with_defects
+    from equiv.ops.draft_topk.report import render
+    from equiv.ops.draft_topk.report.rows import report_rows
 
     report = report_rows(["hardcoded_one", "softmax_topk"], ["float32"], ["gaussian", "poison_mix"], vocab=1000,
                          batch=6, seed=0, k=1, device="cpu")

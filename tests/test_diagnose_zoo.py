@@ -1,7 +1,7 @@
 """Calibration on the zoo: every mutant maps to its expected kinds, no extra defect, none for a
 correct path (the table of docs/diagnosis.md comes from the same ``calibrate``, on the real gate).
 
-Plan: each candidate of ``equiv.diagnose.calibrate.EXPECTED_KINDS`` -- the mutants, the
+Plan: each candidate of ``equiv.ops.draft_topk.diagnose.calibrate.EXPECTED_KINDS`` -- the mutants, the
 multi-defect mutants, ``hardcoded_one``, the correct built-in paths and the legal variants -- is
 put through the mini gate (a fixed battery of inputs, one per feature the isolation varies, and a
 second call of one shape), and the diagnosis of its failing checks must name exactly the
@@ -9,8 +9,8 @@ expected kinds. A few seconds for the whole zoo on the CPU.
 """
 import pytest
 
-from equiv.diagnose import KINDS
-from equiv.diagnose.calibrate import EXPECTED_KINDS, calibrate
+from equiv.ops.draft_topk.diagnose import KINDS
+from equiv.ops.draft_topk.diagnose.calibrate import EXPECTED_KINDS, calibrate
 from equiv.ops.draft_topk.mutants import MUTANTS
 
 

@@ -316,7 +316,7 @@ def test_gpu_large_batch_layouts(family, batch, dtype):
     # pipelined program a row while a wave holds the batch (WIDE, B = 256), else the split with
     # bf16 pipelined (PIPELINED, B = 1024). Check they are the ones chosen, then judge them at
     # full vocabulary, padded rows included
-    from equiv.kernels import fused_softmax_topk as fk
+    from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
 
     elem = 4 if dtype == "float32" else 2
     c = fk.choose_config(batch, 129280, elem, "cuda")
@@ -388,7 +388,7 @@ def test_gpu_cuda_graph_capture_and_replay(k, warm_on_capture_stream):
 
 AOT_COMPILE = r"""
 from triton.compiler.errors import CompilationError
-from equiv.kernels.aot import compile_layout
+from equiv.ops.draft_topk.kernels.aot import compile_layout
 try:
     # (dtype, k, index, prefetch, cap, one_chunk, spill-free under the 64 cap with this ptxas)
     for dtype, k, index, prefetch, cap, one_chunk, clean in (
@@ -402,7 +402,7 @@ try:
         assert c.spill_bytes == 0 or not clean, c.line()
         print(c.line())
     # the wide layout of B >= 256 (WIDE): choose_config counts it at WIDE_REGS registers
-    from equiv.kernels.fused_softmax_topk import WIDE, WIDE_REGS
+    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE, WIDE_REGS
     for dtype in ("bfloat16", "float32"):
         c = compile_layout(dtype, 1, index=3, prefetch=False, one_chunk=True,
                            num_warps=WIDE["num_warps"], stages=WIDE["stages"])

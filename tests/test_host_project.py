@@ -140,7 +140,7 @@ def test_gate_takes_relative_specs_from_the_callers_folder(hostile, equiv_only_p
 
 def test_suite_repro_line_runs_from_the_callers_folder(hostile, equiv_only_path, monkeypatch):
     from equiv.options import RunOptions
-    from equiv.suite_process import pytest_args, repro_line
+    from equiv.run.suite import pytest_args, repro_line
 
     monkeypatch.chdir(hostile)
     args = pytest_args(RunOptions.make("kernel.py:fn", device="cpu", dtypes=("float32",), budget="quick"))

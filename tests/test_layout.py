@@ -15,7 +15,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOPS = ("equiv", "reference", "properties")
+TOPS = ("equiv", "reference", "properties", "fixtures")
 
 
 def _modules() -> dict:
@@ -31,7 +31,7 @@ def _modules() -> dict:
 
 
 def _resolve(name: str, modules) -> str | None:
-    for top in ("properties", "reference"):
+    for top in ("properties", "reference", "fixtures"):
         if name == f"equiv.{top}" or name.startswith(f"equiv.{top}."):
             name = name[len("equiv."):]
     while name and name not in modules:
@@ -133,3 +133,80 @@ def test_one_place_decides_what_a_spec_is():
                     if pattern.search(line):
                         found.append(f"{os.path.relpath(path, ROOT)}:{n}")
     assert found and all(p.startswith(os.path.join("equiv", "run", "spec.py")) for p in found), found
+
+
+# The house by layer (docs/house.md): a module imports only from its own layer or lower ones.
+# The longest matching prefix decides a module's layer.
+LAYERS = {
+    "reference": 0, "fixtures": 0,
+    "fixtures.traces": 6, "fixtures.adversarial": 6,   # the scripts that made the data
+    "equiv._version": 1, "equiv.errors": 1, "equiv.validation": 1, "equiv.checks": 1, "equiv.verdict": 1,
+    "equiv.stats": 1, "equiv.console": 1, "equiv.atomic": 1, "equiv.sanitize": 1, "equiv.recipe_text": 1,
+    "equiv.devices": 1, "equiv.provenance": 1, "equiv.junit": 1, "equiv.figures": 1,
+    "equiv.run": 2, "equiv.ops": 2, "equiv.options": 2, "equiv.candidate": 2,
+    "equiv.ops.": 3,                      # every op's folder (the registry itself, equiv.ops, is layer 2)
+    "equiv.api": 4, "equiv.gate": 4, "equiv.selftest": 4, "equiv.mtp": 4, "equiv.strategies": 4,
+    "equiv.commands": 5, "equiv.pytest": 5, "equiv.cli": 5, "equiv.__main__": 5, "equiv": 5,
+    "properties": 6,
+}
+
+
+def layer_of(module: str) -> int:
+    best = max((p for p in LAYERS if module == p or module.startswith(p if p.endswith(".") else p + ".")),
+               key=len, default=None)
+    if best is None:
+        raise AssertionError(f"{module} has no layer: add it to LAYERS (and to docs/house.md)")
+    return LAYERS[best]
+
+
+def up_a_layer(graph: dict) -> list:
+    return sorted((m, t) for m, ts in graph.items() for t in ts if layer_of(t) > layer_of(m))
+
+
+def test_the_layer_rule_can_fail():
+    assert up_a_layer({"equiv.stats.fit": {"equiv.mtp.harness"}}) == [("equiv.stats.fit", "equiv.mtp.harness")]
+    assert up_a_layer({"equiv.ops": {"equiv.ops.verify.op"}}) == [("equiv.ops", "equiv.ops.verify.op")]
+    assert up_a_layer({"equiv.ops.verify.judge": {"equiv.stats", "equiv.ops.draft_topk.paths"}}) == []
+
+
+def test_no_import_runs_up_a_layer():
+    assert up_a_layer(import_graph()) == []
+
+
+def ops_importing_mtp(graph: dict) -> list:
+    return sorted((m, t) for m, ts in graph.items() if m.startswith("equiv.ops.") for t in ts
+                  if t.startswith("equiv.mtp"))
+
+
+def test_no_op_imports_mtp():
+    assert ops_importing_mtp({"equiv.ops.verify.laws": {"equiv.mtp.statistics"}})
+    assert ops_importing_mtp(import_graph()) == []
+
+
+def op_names_outside_ops(names) -> list:
+    """Lines of ``equiv/`` outside ``equiv/ops/`` (the registry, ``equiv/ops/__init__.py``,
+    aside) that name an operation: a feature reaches an op only through its ``Op``."""
+    # an op's name as an op: quoted, in a module path, after --op/op=, or any name with an
+    # underscore (``draft_topk``); a plain word (``verify``) is also English ("verify rounds")
+    words = "|".join(map(re.escape, names))
+    pattern = re.compile(rf"(['\"])({words})\1|ops[./]({words})\b|--op[ =]({words})\b|\bop=({words})\b|"
+                         + "|".join(rf"\b{re.escape(n)}\b" for n in names if "_" in n or n == "equiv"))
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "equiv")):
+        if os.path.relpath(dirpath, ROOT).split(os.sep)[:2] == ["equiv", "ops"]:
+            continue
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                for n, line in enumerate(open(path, encoding="utf-8"), 1):
+                    if pattern.search(line):
+                        found.append(f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()}")
+    return found
+
+
+def test_only_the_registry_names_an_op():
+    sys.path.insert(0, ROOT)
+    from equiv.ops import OP_NAMES
+
+    assert op_names_outside_ops(("equiv",))            # the scan sees the tree
+    assert op_names_outside_ops(OP_NAMES) == []

@@ -18,10 +18,10 @@ import pytest
 
 import equiv
 from equiv.atomic import atomic_write
-from equiv.report import render
-from equiv.report.rows import Report, report_rows
+from equiv.ops.draft_topk.report import render
+from equiv.ops.draft_topk.report.rows import Report, report_rows
 from equiv.figures import PAGE_WIDTH_PX, figure_png, png_size
-from equiv.report.html import LIST_LIMIT, error_figure
+from equiv.ops.draft_topk.report.html import LIST_LIMIT, error_figure
 
 HOSTILE = '<script>alert("owned")</script><img src=x onerror=alert(1)> & </td></table>'
 

@@ -152,7 +152,8 @@ def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
 
 
 def test_the_gate_result_carries_the_coverage_table():
-    from equiv.gate import GateResult, Stage
+    from equiv.checks import Stage
+    from equiv.verdict import GateResult
     from equiv.ops.draft_topk.history import gate_coverage
 
     tol = Stage("tolerance", "pass", 1, 1, ran={"coverage": space.reach(DIMENSION_CASES.values())})

@@ -82,7 +82,7 @@ def test_the_timeout_holds_in_the_property_stage_too():
 
 def test_a_candidate_that_patches_equiv_in_its_worker_cannot_pass_the_mtp_stage():
     # the worker only decodes (raw tokens and counts come back); the verdict process judges them
-    from equiv.gate import mtp_checks
+    from equiv.mtp.stage import mtp_checks
     from equiv.run import CandidateSpec
 
     spec = CandidateSpec.parse(os.path.join(HERE, "candidates", "judge_patcher.py") + ":runner_up")

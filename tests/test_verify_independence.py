@@ -44,7 +44,7 @@ def test_the_swap_sign_test_holds_its_level_and_sees_copies():
 @pytest.mark.parametrize("fn", [torch_sampler, block_verification, H.correct_other_stream])
 def test_correct_verifiers_pass(fn):
     v = run_judge(fn, [CASE], device="cpu", spec=fn.__name__)
-    (check,) = [c for c in v.checks if c.check == "independence"]
+    (check,) = [c for c in v.checks if c.name == "independence"]
     assert check.passed, check.detail
 
 
@@ -53,7 +53,7 @@ def test_correct_verifiers_pass(fn):
 def test_shared_randomness_fails(name, cause):
     H._STATE.clear()
     v = run_judge(getattr(H, name), [CASE], device="cpu", spec=name)
-    (check,) = [c for c in v.checks if c.check == "independence"]
+    (check,) = [c for c in v.checks if c.name == "independence"]
     assert not check.passed and check.evidence["cause"] == cause, check.detail
     assert check.repro.startswith("REPRO: equiv check --op verify") and "--calls 2" in check.repro
-    assert [c.check for c in v.failed] == ["independence"]          # the marginal law is right
+    assert [c.name for c in v.failed] == ["independence"]          # the marginal law is right

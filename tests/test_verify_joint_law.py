@@ -60,7 +60,7 @@ def test_correct_verifiers_pass(fn):
 @pytest.mark.parametrize("name", sorted(H.LOSSY))
 def test_lossy_block_verifiers_fail_the_block_law(name):
     v = run_judge(H.lossy(name, 1.0), [EXACT], device="cpu", spec=name)
-    (check,) = [c for c in v.checks if c.check == "block_law"]
+    (check,) = [c for c in v.checks if c.name == "block_law"]
     assert not check.passed and check.evidence["cause"] == "joint law of the emitted block", check.detail
 
 

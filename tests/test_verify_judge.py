@@ -134,7 +134,7 @@ def test_misbehaving_verifiers_fail_the_contract_with_the_reason(fn, message):
     spec = f"{VERIFIERS}:{fn}"
     v = run_judge(spec, [Case(RECIPE.with_(batch=8), 1, 0)], device="cpu", spec=spec, timeout=3.0)
     assert not v.passed
-    contract = next(c for c in v.checks if c.check == "contract")
+    contract = next(c for c in v.checks if c.name == "contract")
     assert not contract.passed and message in contract.detail, contract.detail
     assert contract.repro.startswith(f"REPRO: equiv check --op verify --candidate {spec}")
 
@@ -162,7 +162,7 @@ def test_nothing_checked_is_a_failure():
     recipe = RECIPE.with_(batch=8)
     for law, stats in (("token", ("acceptance", "distribution", "tail")), ("lossless", ("marginal", "joint", "tail"))):
         v = run_judge(raises, [Case(recipe, 1, 0, statistical=True)], device="cpu", spec="x", law=law)
-        by = {c.check: c for c in v.checks}
+        by = {c.name: c for c in v.checks}
         assert not v.passed
         assert "nothing checked" in by["support"].detail
         assert all("nothing checked" in by[c].detail for c in stats), v.summary()

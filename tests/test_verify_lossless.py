@@ -131,7 +131,7 @@ def test_block_verification_is_lossless_and_breaks_the_token_law(small_plans):
     assert sum(e["accept_length"] for e in v.efficiency) > sum(e["token_optimum"] for e in v.efficiency)
     assert "efficiency" in v.to_json() and v.to_json()["law"] == "lossless"
     t = run_judge(block_verification, small_plans["token"], device="cpu", spec="block_verification", law="token")
-    assert {"support", "acceptance"} <= {c.check for c in t.failed}
+    assert {"support", "acceptance"} <= {c.name for c in t.failed}
 
 
 def test_a_mutant_verdict_becomes_defects_one_per_cause(small_plans):

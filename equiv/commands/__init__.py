@@ -6,8 +6,9 @@ one gets the library's one-line message with a "did you mean".
 """
 from __future__ import annotations
 
-from equiv.ops import OP_NAMES
-from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES, LAWS  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
+from equiv.atomic import check_outputs as _check_outputs, write_json as _write_json
+from equiv.ops import all_options, get_op, op_names
+from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
 from equiv.run.timeouts import timeout_text
 
 
@@ -24,21 +25,33 @@ def add_device(p) -> None:
                    help="where inputs are built and the candidate runs (default auto: cuda when present)")
 
 
+def ops_help() -> str:
+    """Each registered op with its signature, for ``--op``'s help (the registry's words)."""
+    return "; ".join(f"{n}{' (default)' if n == DEFAULTS['op'] else ''}: {get_op(n).summary}, "
+                     f"{get_op(n).signature}" for n in op_names())
+
+
 def add_op(p, what: str = "the operation") -> None:
-    p.add_argument("--op", default=DEFAULTS["op"], metavar="|".join(OP_NAMES),
-                   help=f"{what}: draft_topk (default) or verify, a rejection sampler "
-                        f"fn(draft_token_ids, draft_probs, target_probs, generator)")
+    p.add_argument("--op", default=DEFAULTS["op"], metavar="|".join(op_names()), help=f"{what}: {ops_help()}")
+
+
+def add_op_options(p) -> None:
+    """Each op's own options (``Op.options``) as ``--NAME``; left None when not given, so that the
+    op's default applies and an option the op does not take is refused by name."""
+    for name, o in all_options().items():
+        owners = [n for n in op_names() if any(x.name == name for x in get_op(n).options)]
+        p.add_argument(f"--{name}", default=None, metavar="|".join(o.choices),
+                       help=f"with --op {'/'.join(owners)}: {o.help} (default {o.default})")
+
+
+def op_options_of(args) -> dict:
+    """The op options given on the command line: ``{name: value}``."""
+    return {name: getattr(args, name) for name in all_options() if getattr(args, name, None) is not None}
 
 
 def add_timeout(p, what: str = "per-call time-out in seconds") -> None:
     default = timeout_text(DEFAULTS["timeout"])
     p.add_argument("--timeout", default=default, metavar="SEC", help=f"{what} (default {default}; inf: none)")
-
-
-def add_law(p) -> None:
-    p.add_argument("--law", default=DEFAULTS["law"], metavar="|".join(LAWS),
-                   help="with --op verify: the law judged, lossless (default: the emitted text has the target "
-                        "model's law) or token (the token-level rejection sampler's per-draft law)")
 
 
 def add_vocab(p, what: str = "vocabulary size V") -> None:
@@ -57,14 +70,10 @@ def add_json(p, what: str) -> None:
 
 def write_json(args, doc) -> None:
     """``doc`` to ``--json`` (see ``equiv.atomic.write_json``: version added, text cleaned)."""
-    from equiv.atomic import write_json as _write
-
     if args.json_out is not None:
-        _write(args.json_out, doc)
+        _write_json(args.json_out, doc)
 
 
 def check_outputs(**outputs) -> None:
     """Refuse unwritable or clashing outputs before any work (``equiv.atomic.check_outputs``)."""
-    from equiv.atomic import check_outputs as _check
-
-    _check({f"--{flag.replace('_', '-')}": path for flag, path in outputs.items()})
+    _check_outputs({f"--{flag.replace('_', '-')}": path for flag, path in outputs.items()})

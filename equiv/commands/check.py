@@ -1,9 +1,10 @@
 """``equiv check``: compare one candidate to the reference on one recipe (what REPRO lines run)."""
 from __future__ import annotations
 
-from equiv.commands import add_device, add_json, add_law, add_op, add_seed, add_timeout, check_outputs, write_json
-
-from equiv.api import DRAFT_RECIPE, VERIFY_RECIPE
+from equiv.api import check
+from equiv.commands import (add_device, add_json, add_op, add_op_options, add_seed, add_timeout, check_outputs,
+                             op_options_of, write_json)
+from equiv.ops import get_op, op_names
 
 
 def add_parser(sub):
@@ -12,11 +13,11 @@ def add_parser(sub):
                    help="built-in path name, package.module:function or path/to/file.py:function")
     add_op(p)
     p.add_argument("--recipe", default=None,
-                   help=f"input recipe, family:key=value,... (default {DRAFT_RECIPE}; "
-                        f"{VERIFY_RECIPE} with --op verify)")
+                   help="input recipe, family:key=value,... (default: "
+                        + "; ".join(f"--op {n}: {get_op(n).default_recipe}" for n in op_names()) + ")")
     p.add_argument("--calls", type=int, default=1, help="verify: seeded calls on the recipe (default 1)")
     add_seed(p, "verify: generator seed of the first call")
-    add_law(p)
+    add_op_options(p)
     p.add_argument("--k", type=int, default=1, help="top-k (default 1)")
     add_device(p)
     add_timeout(p)
@@ -25,11 +26,9 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from equiv.api import check
-
     check_outputs(json=args.json_out)
     result = check(args.candidate, args.recipe, op=args.op, k=args.k, device=args.device,
-                   timeout=args.timeout, calls=args.calls, seed=args.seed, law=args.law)
+                   timeout=args.timeout, calls=args.calls, seed=args.seed, **op_options_of(args))
     write_json(args, result.to_json())
     args.console.out(result.summary())
     return 0 if result.passed else 1

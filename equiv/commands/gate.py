@@ -1,14 +1,15 @@
 """``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
 from __future__ import annotations
 
-from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_law, add_op, add_seed, add_timeout,
-                             add_vocab, check_outputs, listed, one_of, write_json)
-
-STAGES = ("properties", "tolerance", "mtp")
+from equiv.atomic import atomic_write
+from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_op, add_op_options, add_seed,
+                             add_timeout, add_vocab, check_outputs, listed, one_of, op_options_of, write_json)
+from equiv.gate import run_gate
+from equiv.ops import get_op, op_names
 
 
 def add_parser(sub):
-    p = sub.add_parser("gate", help="pre-merge gate: property suite + tolerance + MTP on one candidate")
+    p = sub.add_parser("gate", help="pre-merge gate: every stage of the operation's plan on one candidate")
     p.add_argument("--candidate", required=True, metavar="SPEC",
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
@@ -25,23 +26,20 @@ def add_parser(sub):
     add_vocab(p, "vocabulary size of the tolerance stage")
     add_timeout(p, "per-call time-out in seconds, in every stage")
     p.add_argument("--stages", default=None, metavar="STAGES",
-                   help=f"comma-separated stages to run, from: {listed(STAGES)}; with --op verify: "
-                        f"properties, statistics (default: all)")
-    add_law(p)
+                   help="comma-separated stages to run (default: all): "
+                        + "; ".join(f"--op {n}: {listed(get_op(n).stages)}" for n in op_names()))
+    add_op_options(p)
     add_json(p, "the verdict")
     p.add_argument("--junit", dest="junit_file", default=None, metavar="FILE", help="write JUnit XML to FILE")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from equiv.atomic import atomic_write
-    from equiv.gate import run_gate
-
     check_outputs(json=args.json_out, junit=args.junit_file)
     with args.console.progress("equiv gate", unit="check") as bar:
         result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
                           budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                          stages=args.stages, progress=bar, op=args.op, law=args.law)
+                          stages=args.stages, progress=bar, op=args.op, **op_options_of(args))
     args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
     write_json(args, result.to_json())
     if args.junit_file:

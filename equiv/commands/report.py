@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import json
 
-from equiv.commands import DTYPES, add_device, add_seed, add_vocab, check_outputs, listed, one_of
+from equiv.api import report
+from equiv.atomic import atomic_write
+from equiv.commands import DTYPES, add_device, add_op, add_seed, add_vocab, check_outputs, listed, one_of
+from equiv.mtp.report import html_section
+from equiv.validation import check_choice
 
 FORMATS = ("table", "markdown", "json", "html")
 
 
 def add_parser(sub):
     p = sub.add_parser("report", help="tolerance report: every path x dtype x input family")
+    add_op(p)
     p.add_argument("--paths", default=None, metavar="SPECS",
                    help="comma-separated candidates (default: every built-in path)")
     p.add_argument("--dtype", default="float32,bfloat16,float16", metavar="DTYPES",
@@ -51,16 +56,12 @@ def _with_version(text: str, fmt: str) -> str:
 
 
 def run(args) -> int:
-    from equiv.api import report
-    from equiv.atomic import atomic_write
-    from equiv.report import FORMATS as RENDERED
-    from equiv.validation import check_choice
-
     check_outputs(out=args.out)
-    fmt = check_choice("format", args.format, RENDERED)
-    mtp = _read_mtp(args.mtp_json) if args.mtp_json else None
+    fmt = check_choice("format", args.format, FORMATS)
+    records = _read_mtp(args.mtp_json) if args.mtp_json else None    # a bad file: exit 2, before any work
+    mtp = html_section(records) if records and fmt == "html" else None
     with args.console.progress("equiv report", unit="case") as bar:
-        result = report(args.paths, dtypes=args.dtype, families=args.families, vocab=args.vocab,
+        result = report(args.paths, op=args.op, dtypes=args.dtype, families=args.families, vocab=args.vocab,
                         batch=args.batch, seed=args.seed, k=args.k, device=args.device,
                         timeout=args.timeout, progress=bar)
     text = _with_version(result.render(fmt, mtp), fmt)

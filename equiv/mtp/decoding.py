@@ -25,7 +25,7 @@ Verification (the target's logits at every drafted context come in one batched c
   removed; if all are accepted the bonus is drawn from the target. Uniforms come from
   ``models.uniforms(seed, row, position)``, keyed by the sequence position, so two paths that
   draft the same tokens emit the same tokens. With ``verify`` (a user's verifier, see
-  ``equiv.ops.verify``) that verifier decides instead: it gets the drafts (clamped into
+  the chain verifier op) that verifier decides instead: it gets the drafts (clamped into
   ``[0, V)``), ``draft_probs=None`` and the target's probabilities, with a generator seeded from
   (seed, round), and its output row gives the accepted count and the emitted token.
 - ``confidence``: token ``j`` is proposed only while the running product of ``topk_p`` up to it
@@ -43,6 +43,7 @@ import numpy as np
 
 from equiv.errors import EquivError
 from equiv.mtp.models import uniforms
+from equiv.ops import ROLES, get_op
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 GREEDY_VERIFIED = ("greedy", "confidence", "tree")
@@ -69,14 +70,12 @@ class DecodeOutcome:
 
 
 def call_path(path, logits, k: int, name: str):
-    """``path(logits, k)`` with its outputs checked by the same contract as ``equiv.ops.draft_topk.compare``
+    """``path(logits, k)`` with its outputs checked by the same contract as the draft op's comparison
     (a tuple or list ``(topk_p, topk_index)`` of shape ``[N, k]`` on the logits' device;
     ``topk_p`` float32, float64 or the input dtype; ``topk_index`` int64; any strides), returned
     as fresh dense ``(float32, int64)`` copies: the rounds below ``view`` and keep the outputs
     across calls."""
     import torch
-
-    from equiv.ops.draft_topk.compare import ALLOWED_P_DTYPES
 
     out = path(logits, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -91,7 +90,7 @@ def call_path(path, logits, k: int, name: str):
             raise EquivError(f"path {name!r} returned {what} on {t.device}, expected the input's device "
                              f"{logits.device}")
     p_dtype, in_dtype = str(p.dtype).removeprefix("torch."), str(logits.dtype).removeprefix("torch.")
-    if p_dtype not in ALLOWED_P_DTYPES + (in_dtype,):
+    if p_dtype not in tuple(get_op(ROLES["draft"]).features("output_dtypes")) + (in_dtype,):
         raise EquivError(f"path {name!r} returned topk_p of dtype {p_dtype}, expected float32, float64 "
                          f"or the input dtype {in_dtype}")
     if idx.dtype != torch.int64:

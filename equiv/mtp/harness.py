@@ -16,7 +16,7 @@ seed, so paths are compared on identical prompts and identical random numbers. E
   position both reached (with a fixed number of rounds, one may emit more than the other);
 - ``equivalent_to_reference``: paired TOST on per-sequence accept length vs ``softmax_topk``.
 
-``verifier`` (a verifier spec or callable, ``equiv.ops.verify``) replaces the harness's own
+``verifier`` (a verifier spec or callable of the chain verifier op) replaces the harness's own
 stochastic verification under ``target_only``, for every path and for the reference, so the
 numbers describe the draft path x verifier pair an engine runs; losslessness then judges the
 verifier too. The built-in verification of ``softmax_topk`` is decoded once more as
@@ -40,8 +40,9 @@ from equiv.errors import InvalidArgument
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
                                 TREE_TOPK, DecodeOutcome, decode, greedy_reference)
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
-from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
+from equiv.ops import ROLES, get_op
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 REFERENCE = "softmax_topk"
@@ -169,7 +170,7 @@ class MtpRun:
 
 
 def _candidates(paths, device: str, timeout=DEFAULT_TIMEOUT_S):
-    from equiv.ops.draft_topk.paths import get_path, path_names
+    get_path, path_names = get_op(ROLES["draft"]).builtin, get_op(ROLES["draft"]).builtin_names
     from equiv.run import CandidateSpec, load_check, runner_for
     from equiv.run.load import Candidate
     from equiv.run.supervisor import as_callable
@@ -298,7 +299,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
     from equiv.mtp.traces import Trace, TraceLM, load_trace
-    from equiv.ops.draft_topk.paths import get_path
+    get_path = get_op(ROLES["draft"]).builtin
 
     device = resolve_device(device)
     budget = check_choice("budget", budget, BUDGETS)
@@ -341,9 +342,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     verify = baseline = verified = None
     if verifier is not None and "target_only" in consumers and model.supports("target_only"):
         from equiv.mtp.metrics import acceptance_metrics as _metrics
-        from equiv.ops.verify.calls import verifier_function
-
-        verify = verifier_function(verifier, device, timeout)
+        verify = get_op(ROLES["chain_verifier"]).features("caller")(verifier, device, timeout)
         baseline = _metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
     greedy_tokens = None
     if any(c in GREEDY_VERIFIED for c in consumers):

@@ -80,7 +80,7 @@ def summary_line(run) -> str:
 def acceptance_png(records, title: str | None = None) -> bytes | None:
     """PNG of accepted-count histograms from record dicts (``to_json``), one panel per consumer,
     two panels a row so that the image fits a 1400 px page; None when no record has a histogram."""
-    from equiv.figures import figure_png, pyplot, short_label
+    from equiv.figures import b64, figure_png, pyplot, short_label
 
     records = [r for r in records if r.get("histogram")]
     if not records:
@@ -126,3 +126,14 @@ def write_plot(run, path) -> str:
     if png is None:
         raise ValueError("no record of this run has an acceptance histogram to plot")
     return atomic_write(path, png, mode="wb")
+
+
+def html_section(results) -> dict | None:
+    """The MTP part of the tolerance report's HTML page (an ``equiv mtp --json`` run's records):
+    the acceptance histogram as base64 PNG, the record table's head and rows."""
+    from equiv.figures import b64   # with matplotlib's import (~0.5 s): only a page that embeds MTP pays it
+
+    if not results:
+        return None
+    png = acceptance_png(results)
+    return {"image": b64(png) if png else None, "head": RECORD_HEAD, "rows": [record_cells(r) for r in results]}

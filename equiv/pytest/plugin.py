@@ -39,8 +39,8 @@ import sys
 
 import pytest
 
-from equiv.ops import OP_NAMES as OPS
-from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, LAWS
+from equiv.ops import all_options, get_op, op_names
+from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES
 
 REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
@@ -48,7 +48,8 @@ GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
 DEFAULTS = {"equiv_candidate": None, "equiv_device": _D["device"], "equiv_dtype": None, "equiv_k": _D["k"],
             "equiv_budget": _D["budget_suite"], "equiv_report_json": None, "equiv_timeout": None,
-            "equiv_require": None, "equiv_op": _D["op"], "equiv_law": _D["law"]}
+            "equiv_require": None, "equiv_op": _D["op"],
+            **{f"equiv_{name}": None for name in all_options()}}
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
 _LOAD_KEY = pytest.StashKey()
@@ -74,12 +75,13 @@ def pytest_addoption(parser, pluginmanager):
                     help="quick: a few examples per property (pre-merge gate); full (default): the profile's counts")
     group.addoption("--equiv-require", default=None, metavar="WHAT",
                     help="comma-separated extra requirements: batch-invariant (bitwise equal in every batch)")
-    group.addoption("--equiv-op", default=None, choices=OPS,
-                    help="the operation judged: draft_topk (default) or verify, a rejection sampler "
-                         "fn(draft_token_ids, draft_probs, target_probs, generator)")
-    group.addoption("--equiv-law", default=None, choices=LAWS,
-                    help="verify: the law judged, lossless (default: the emitted text has the target's "
-                         "law) or token (one algorithm's per-draft law)")
+    group.addoption("--equiv-op", default=None, choices=op_names(),
+                    help="the operation judged: " + "; ".join(f"{n}: {get_op(n).signature}" for n in op_names())
+                         + f" (default {_D['op']})")
+    for name, o in all_options().items():        # each op's own options (Op.options)
+        owners = "/".join(n for n in op_names() if o in get_op(n).options)
+        group.addoption(f"--equiv-{name}", default=None, choices=o.choices,
+                        help=f"{owners}: {o.help} (default {o.default})")
     group.addoption("--equiv-report-json", default=None, metavar="FILE",
                     help="write one JSON record per test (outcome, counterexample, repro) to FILE")
 
@@ -222,7 +224,7 @@ def activate(config) -> None:
         return
     config.stash[_ACTIVE] = True
     config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA device; skipped when none is present")
-    config.addinivalue_line("markers", "equiv_op(name): a property of that operation (default draft_topk)")
+    config.addinivalue_line("markers", f"equiv_op(name): a property of that operation (default {_D['op']})")
     try:
         _load_profile(config)
     except ImportError:                          # hypothesis missing: property tests will say so

@@ -136,15 +136,13 @@ class WorkerRunner:
 
     def _spawn(self) -> None:
         """Start the worker and ask it to load the candidate; the reply is read by ``_loaded``."""
-        import equiv
-
         parent_conn, child_conn = Pipe(duplex=True)
         fd = child_conn.fileno()
         if self.log is not None:
             self.log.close()
         # Unnamed (unlinked at once): nothing is left behind, even when this process is killed.
         log = self.log = tempfile.TemporaryFile(prefix="equiv-worker-", suffix=".log")
-        root = os.path.dirname(os.path.dirname(os.path.abspath(equiv.__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # above equiv/
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1")

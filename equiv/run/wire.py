@@ -25,7 +25,14 @@ _NUMPY_MODULES = ("numpy", "numpy.core.multiarray", "numpy._core.multiarray", "n
                   "numpy._core.numeric", "numpy.dtypes")
 _NUMPY_NAMES = ("ndarray", "dtype", "_reconstruct", "scalar", "_frombuffer")
 _BUILTINS = ("set", "frozenset", "complex", "slice", "range", "bytearray")
-_OUR_MODULES = ("equiv.run.outcome", "equiv.ops.draft_topk.gpu_probes")   # where the replies' record types live
+_RUN_MODULES = ("equiv.run.outcome",)           # where the replies' record types live, with each op's
+
+
+def _our_modules() -> tuple:
+    """``equiv.run``'s record modules and each registered op's (``Op.reply_modules``)."""
+    from equiv.ops import get_op, op_names   # the registry: same layer, read when a reply names a type
+
+    return _RUN_MODULES + tuple(m for n in op_names() for m in get_op(n).reply_modules)
 
 
 class ReplyError(Exception):
@@ -42,7 +49,7 @@ class _Unpickler(pickle.Unpickler):
             return super().find_class(module, name)
         if module == "builtins" and name in _BUILTINS:
             return super().find_class(module, name)
-        if module in _OUR_MODULES:
+        if module in _RUN_MODULES or module in _our_modules():
             found = getattr(importlib.import_module(module), name, None)
             if isinstance(found, type) and dataclasses.is_dataclass(found):
                 return found

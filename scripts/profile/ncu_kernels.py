@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from equiv.kernels.read_sum import read_sum_wide
+from equiv.ops.draft_topk.kernels.read_sum import read_sum_wide
 from equiv.ops.draft_topk.paths.fused_triton import fused_triton
 
 batch = int(sys.argv[1]) if len(sys.argv) > 1 else 256

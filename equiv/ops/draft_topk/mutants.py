@@ -395,7 +395,7 @@ def batch_dependent_reduction(logits, k):
     e[:, :vocab] = torch.exp(x - top[:, :1])
     s = e.view(batch, chunks, width).sum(-1).sum(-1, keepdim=True)
     return torch.exp(top - top[:, :1]) / s, idx
-# -- multi-defect mutants: two or three independent bugs in one kernel (equiv.diagnose must name
+# -- multi-defect mutants: two or three independent bugs in one kernel (equiv.ops.draft_topk.diagnose must name
 # each of them once; docs/diagnosis.md has the table) -------------------------------------------
 def _first_valid_argmax(x):
     """A greedy block argmax as kernels write it: ``best = -inf, index = V``, then ``x > best``

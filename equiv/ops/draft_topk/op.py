@@ -1,22 +1,30 @@
-"""The draft top-k as an ``Op``: ``fn(logits, k) -> (topk_p, topk_index)`` (the README's contract)."""
+"""The draft top-k as an ``Op``: ``fn(logits, k) -> (topk_p, topk_index)`` (the README's contract).
+
+Each field imports its module when called: the registry holds every op, and holding one must not
+import torch, NumPy or Triton (``equiv --help`` and the pytest plugin read the registry; importing
+the gate plan pulls NumPy and the reference in, ~0.3 s measured on the 2-core CPU).
+"""
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from equiv.errors import CandidateLoadError
 from equiv.ops import Op
 
-
-def _builtin_names() -> tuple:
-    from equiv.ops.draft_topk.paths import path_names
-
-    return tuple(path_names())
+_HERE = __name__.rpartition(".")[0]
 
 
-def _builtin(name: str):
-    from equiv.ops.draft_topk.paths import get_path
+def _lazy(module: str, attr: str):
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(f"{_HERE}.{module}"), attr)(*args, **kwargs)
 
-    return get_path(name)
+    call.__name__ = attr
+    return call
+
+
+def _attr(module: str, attr: str):
+    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
 
 
 def _check_signature(text: str, fn) -> None:
@@ -32,37 +40,30 @@ def _check_signature(text: str, fn) -> None:
             f"it must take two positional arguments") from None
 
 
-def _mutants() -> dict:
-    from equiv.ops.draft_topk.mutants import MUTANTS
-
-    return MUTANTS
+def _builtin_names() -> tuple:
+    return tuple(_lazy("paths", "path_names")())
 
 
-def _legal() -> dict:
-    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS
-
-    return LEGAL_VARIANTS
+_FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES")}
 
 
-def _parse_recipe(text: str):
-    from equiv.ops.draft_topk.recipes import Recipe
-
-    return Recipe.parse(text)
+def _feature(name: str):
+    return _attr(*_FEATURES[name])()
 
 
-def _gate(options, *, stages, vocab, progress=None):
-    from equiv.gate import run_draft_gate
-
-    return run_draft_gate(options, stages=stages, vocab=vocab, progress=progress)
-
-
-def _ledger() -> dict:
-    from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
-
-    return KNOWN_FAILURES
+def _budget_dtypes(budget: str) -> tuple:
+    return _attr("gate", "BUDGETS")()[budget]["dtypes"]
 
 
 OP = Op(name="draft_topk", signature="fn(logits, k) -> (topk_p, topk_index)",
-        mutants_module="equiv.ops.draft_topk.mutants", builtin_names=_builtin_names, builtin=_builtin,
-        check_signature=_check_signature, mutants=_mutants, legal_variants=_legal,
-        parse_recipe=_parse_recipe, stages=("properties", "tolerance", "mtp"), gate=_gate, ledger=_ledger)
+        summary="the draft step: softmax over the vocabulary, then top-k",
+        mutants_module=f"{_HERE}.mutants", builtin_names=_builtin_names, builtin=_lazy("paths", "get_path"),
+        check_signature=_check_signature, mutants=_attr("mutants", "MUTANTS"),
+        legal_variants=_attr("mutants", "LEGAL_VARIANTS"), parse_recipe=lambda text: _attr("recipes", "Recipe")().parse(text),
+        default_recipe="gaussian:seed=0,batch=4,vocab=129280,dtype=float32",
+        stages=("properties", "tolerance", "mtp"), gate=_lazy("gate", "run_draft_gate"),
+        check=_lazy("check", "check"), ledger=_attr("ledger", "KNOWN_FAILURES"), takes_k=True,
+        budget_dtypes=_budget_dtypes, coverage_lines=_lazy("space", "table_lines"),
+        selftest_stages=("properties", "tolerance"), correct_paths=_lazy("selftest", "correct_paths"),
+        false_positive_run=_lazy("selftest", "false_positive_run"), report=_lazy("check", "report"),
+        listing=_lazy("listing", "listing"), reply_modules=(f"{_HERE}.gpu_probes",), features=_feature, bench=_lazy("bench_command", "run_command"))

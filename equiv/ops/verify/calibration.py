@@ -136,7 +136,7 @@ def _judge_run(args):
 
     cases, drawn, seed, law = args
     v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed, law=law)
-    return [c.check for c in v.failed]
+    return [c.name for c in v.failed]
 
 
 def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: int = 50,

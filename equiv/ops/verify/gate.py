@@ -35,12 +35,11 @@ _PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
 
 
 def _gate_checks(stage: str, verdict, duration_s: float) -> list:
-    from equiv.checks import Check
-
+    """The judge's checks filed under the gate's ``stage``, each with its share of the time."""
     share = duration_s / max(len(verdict.checks), 1)
-    return [Check(f"{stage}:{c.check}", c.passed, c.detail,
-                      counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
-                      repro=None if c.passed else c.repro, duration_s=share)
+    return [replace(c, stage=stage, name=f"{stage}:{c.name}",
+                    counterexample=None if c.passed or not c.recipe else f"recipe {c.recipe}",
+                    repro=None if c.passed else c.repro, duration_s=share)
             for c in verdict.checks]
 
 
@@ -51,7 +50,7 @@ def _diagnose(target, verdict, budget, seed, device, spec, timeout):
     from equiv.ops.verify.plans import plan
 
     token = None
-    if verdict.law == "lossless" and any(c.check in ("marginal", "joint", "tail") for c in verdict.failed):
+    if verdict.law == "lossless" and any(c.name in ("marginal", "joint", "tail") for c in verdict.failed):
         token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token", device=device),
                           device=device, spec=spec, seed=seed, timeout=timeout, law="token")
     return diagnose(verdict, token)
@@ -90,10 +89,11 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
     from equiv.checks import Check, Stage, stage_of
     from equiv.devices import resolve_device
-    from equiv.gate import GateResult, finish_stages, property_checks, start_properties
+    from equiv.run.suite import property_checks, start_properties
+    from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify.judge import LAWS, run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
-    from equiv.ops.verify.space import reach
+    from equiv.ops.verify.space import reach, table_lines
     from equiv.options import RunOptions
     from equiv.run.timeouts import parse_timeout
 
@@ -107,7 +107,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     t0 = time.perf_counter()
     checks, done, calls, diagnosis = [], [], 0, None
     if loaded is not None:
-        checks.append(Check("load", False, f"the verifier {loaded.problem}"))
+        checks.append(Check("load", "load", False, f"the verifier {loaded.problem}"))
         done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
     for n, name in enumerate(stages if loaded is None else ()):
         if progress:
@@ -139,10 +139,12 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     ran = {st.name for st in done if st.status in ("pass", "FAIL")}
     covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
                                              if st in ran), law=law, device=device)
+    coverage = reach(covered) if covered else {}
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
-                      op="verify", diagnosis=diagnosis, coverage=reach(covered) if covered else {})
+                      op="verify", diagnosis=diagnosis, coverage=coverage,
+                      coverage_lines=tuple(table_lines(coverage)))
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from equiv.checks import Check
 from equiv.stats import sampling_fit
 from equiv.ops.verify.calls import run_draws
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
@@ -75,19 +76,14 @@ FAMILY_ALPHA = 1e-4
 EFFICIENCY_FLOOR, EFFICIENCY_Z = 0.02, 4.0     # a note (not a failure) below the token optimum
 
 
-@dataclass(frozen=True)
-class VerifyCheck:
-    """One check of the judge: ``detail`` is one line; a failure names its ``recipe`` and ``repro``."""
-
-    check: str
-    passed: bool
-    detail: str
-    recipe: str | None = None
-    repro: str | None = None
-    evidence: dict | None = None
-
-    def to_json(self) -> dict:
-        return asdict(self)
+def judged(check: str, passed: bool, detail: str, recipe: str | None = None, repro: str | None = None,
+           evidence: dict | None = None) -> Check:
+    """One check of the judge as the project's ``Check`` (stage ``judge``; the gate files it under
+    its own stage): ``detail`` is one line; a failure names its ``recipe`` (text, and parsed as
+    ``inputs``), its ``repro`` and its typed ``evidence`` (call, row, cause, position...)."""
+    return Check("judge", check, passed, detail, subject=check,
+                 inputs=None if recipe is None else VerifyRecipe.parse(recipe), evidence=evidence,
+                 repro=repro, recipe=recipe, cause=None if evidence is None else evidence.get("cause"))
 
 
 @dataclass(frozen=True)
@@ -117,7 +113,7 @@ class Verdict:
         lines = [f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} under the "
                  f"{self.law} law ({self.recipes} recipes, {self.calls} calls, {self.rows} rows judged)"]
         for c in self.checks:
-            lines.append(f"  {c.check:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}")
+            lines.append(f"  {c.name:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}")
         lines += [f"  note: {n}" for n in self.notes]
         if self.efficiency:
             lines.append(f"  {'efficiency':<12} {'accept length':>13} {'token optimum':>13} {'ratio':>6}  recipe")
@@ -171,7 +167,7 @@ class _Findings:
             return
         call, row, message = found
         where = "" if row is None else f"row {row} of call {call} (seed {case.seed + call}): "
-        self.first[check] = VerifyCheck(check, False, f"{where}{message}", str(case.recipe),
+        self.first[check] = judged(check, False, f"{where}{message}", str(case.recipe),
                                         repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
                                                             self.device, self.law),
                                         {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
@@ -269,12 +265,12 @@ def _case_of(stats, group):
     return cases[0] if cases else stats["cases"][0]
 
 
-def _binned_checks(found, stats, name, repro, share) -> VerifyCheck | None:
+def _binned_checks(found, stats, name, repro, share) -> Check | None:
     """PIT and rank-cell tests of the drawn (token law) or emitted (lossless) tokens, and under
     the lossless law the score tests (lossless.py)."""
     u = np.concatenate(stats["u"]) if stats["u"] else np.zeros(0)
     if u.size < 5 * PIT_BINS:
-        return VerifyCheck(name, False, f"nothing checked: {u.size} tokens, fewer than the {5 * PIT_BINS} "
+        return judged(name, False, f"nothing checked: {u.size} tokens, fewer than the {5 * PIT_BINS} "
                                         f"a chi-square needs")
     floor = TVD_FLOOR if found.law == "token" else LOSSLESS_TVD_FLOOR
     groups = np.concatenate(stats["groups"])
@@ -302,7 +298,7 @@ def _binned_checks(found, stats, name, repro, share) -> VerifyCheck | None:
         return None
     smallest = min([fit.min_p_value] + [t["p_value"] for t in ranks + scores])
     told = f", {len(scores)} score tests (largest |z| {max(abs(t['z']) for t in scores):.1f})" if scores else ""
-    return VerifyCheck(name, True, f"{fit.tokens} tokens, {len(fit.tests)} PIT and {len(ranks)} rank-cell "
+    return judged(name, True, f"{fit.tokens} tokens, {len(fit.tests)} PIT and {len(ranks)} rank-cell "
                                    f"chi-square tests{told}; smallest p = {smallest:.3g}, largest binned TVD "
                                    f"{max([fit.max_tvd] + [t['tvd'] for t in ranks]):.4f}")
 
@@ -318,13 +314,13 @@ def _group_cause(group: str) -> str:
     return "drawn token law" if slot == "pooled" else slot
 
 
-def _pooled_check(found, stats, name, tests, what, repro, cause) -> VerifyCheck | None:
+def _pooled_check(found, stats, name, tests, what, repro, cause) -> Check | None:
     failed = sorted((t for t in tests if t["failed"]), key=lambda t: t["group"] == "pooled")
     if not tests and name == "tail":             # the other tests saw the draws; no law had a tail
-        return VerifyCheck(name, True, "no draw landed in a tail (tokens of probability under "
+        return judged(name, True, "no draw landed in a tail (tokens of probability under "
                                        "1 / (64 draws)): nothing to repeat at these sizes")
     if not tests:
-        return VerifyCheck(name, False, f"nothing checked: no {what}")
+        return judged(name, False, f"nothing checked: no {what}")
     if failed:
         t = failed[0]
         shown = (f"{t['repeats']:.0f} repeated pairs among {t['tail_draws']} tail draws where the law allows "
@@ -335,14 +331,14 @@ def _pooled_check(found, stats, name, tests, what, repro, cause) -> VerifyCheck 
         found.fail(name, _case_of(stats, t["group"]), (None, None, f"{t['group']}: {shown}"),
                    {"group": t["group"], "tests": tests}, repro, cause=cause(t["group"]))
         return None
-    return VerifyCheck(name, True, f"{len(tests)} {what} tests; smallest p = "
+    return judged(name, True, f"{len(tests)} {what} tests; smallest p = "
                                    f"{min(t['p_value'] for t in tests):.3g}")
 
 
-def _acceptance_check(found, stats, repro) -> VerifyCheck | None:
+def _acceptance_check(found, stats, repro) -> Check | None:
     part = FAMILY_ALPHA * _SHARE["token"]["acceptance"]
     if not stats["acceptance"]:
-        return VerifyCheck("acceptance", False, "nothing checked: no statistical recipe reached an "
+        return judged("acceptance", False, "nothing checked: no statistical recipe reached an "
                                                 "acceptance probability strictly in (0, 1)")
     tests = acceptance_family(stats["acceptance"], part)
     failed = [t for t in tests if t["failed"]]
@@ -356,7 +352,7 @@ def _acceptance_check(found, stats, repro) -> VerifyCheck | None:
                    {k: t[k] for k in ("problem", "position", "trials", "successes", "alpha", "p_value")},
                    repro, cause=f"acceptance at position {t['position']}")
         return None
-    return VerifyCheck("acceptance", True, f"{len(tests)} binomial tests, {sum(t['trials'] for t in tests)} "
+    return judged("acceptance", True, f"{len(tests)} binomial tests, {sum(t['trials'] for t in tests)} "
                                            f"trials; smallest p = {min(t['p_value'] for t in tests):.3g}, "
                                            f"largest |rate - alpha| = "
                                            f"{max(abs(t['rate'] - t['alpha']) for t in tests):.4f}")
@@ -428,13 +424,13 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: s
         if check in found.first:
             out.append(found.first[check])
         elif check in ran_detail and found.ran[check]:
-            out.append(VerifyCheck(check, True, ran_detail[check]))
+            out.append(judged(check, True, ran_detail[check]))
         elif check in ran_detail and (check != "greedy" or any(c.recipe.family == "onehot_target"
                                                                for c in cases)):
-            out.append(VerifyCheck(check, False, "nothing checked: no call returned a usable output"))
+            out.append(judged(check, False, "nothing checked: no call returned a usable output"))
         elif statistical and check not in ran_detail:
-            out += [c for c in checks if c.check == check] or [
-                VerifyCheck(check, False, "nothing checked: no call returned a usable output")]
+            out += [c for c in checks if c.name == check] or [
+                judged(check, False, "nothing checked: no call returned a usable output")]
     out += _more_checks(cases, drawn, found, seed, law)
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
@@ -473,7 +469,7 @@ def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
                        else "shared randomness between rows")
             out.append(found.first["independence"])
         elif tests:
-            out.append(VerifyCheck("independence", True, f"{len(tests)} swap sign tests over "
+            out.append(judged("independence", True, f"{len(tests)} swap sign tests over "
                                    f"{sum(t['units'] for _, t in tests)} units (rows of identical inputs, "
                                    f"pairs of calls); smallest p = {min(t['p_value'] for _, t in tests):.3g}"))
     statistical = [(c, d) for c, d in pairs if c.statistical and c.recipe.drafts == "sampled"]
@@ -491,7 +487,7 @@ def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
             out.append(found.first["block_law"])
         elif tests:
             exact = [t for _, t in tests if "chi2" in t]
-            out.append(VerifyCheck("block_law", True, f"{len(exact)} exact tables "
+            out.append(judged("block_law", True, f"{len(exact)} exact tables "
                                    f"({sum(t['n'] for t in exact if 'whole' in t['kind'])} blocks), "
                                    f"{len(tests) - len(exact)} pair-score tests; smallest p = "
                                    f"{min(t['p_value'] for _, t in tests):.3g}"))

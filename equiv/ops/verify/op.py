@@ -1,22 +1,22 @@
-"""The verifier as an ``Op``: ``fn(draft_token_ids, draft_probs, target_probs, generator)``."""
+"""The verifier as an ``Op``: ``fn(draft_token_ids, draft_probs, target_probs, generator)``.
+
+Each field imports its module when called (holding the registry imports no NumPy or torch).
+"""
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from equiv.errors import CandidateLoadError
-from equiv.ops import Op
+from equiv.ops import Op, OpOption
+from equiv.verdict import CheckRun
+
+_HERE = __name__.rpartition(".")[0]
+LAWS = ("lossless", "token")
 
 
-def _builtin_names() -> tuple:
-    from equiv.ops.verify.paths import VERIFIERS
-
-    return tuple(VERIFIERS)
-
-
-def _builtin(name: str):
-    from equiv.ops.verify.paths import VERIFIERS
-
-    return VERIFIERS[name]
+def _attr(module: str, attr: str):
+    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
 
 
 def _check_signature(text: str, fn) -> None:
@@ -30,33 +30,32 @@ def _check_signature(text: str, fn) -> None:
         pass                                         # no signature to read: trust it
 
 
-def _mutants() -> dict:
-    from equiv.ops.verify.mutants import MUTANTS
-
-    return MUTANTS
-
-
-def _legal() -> dict:
-    from equiv.ops.verify.mutants import LEGAL_VARIANTS
-
-    return LEGAL_VARIANTS
+def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
+    return _attr("gate", "run_verify_gate")()(options.spec, device=options.device, budget=options.budget,
+                                             seed=options.seed, timeout=options.timeout, stages=stages,
+                                             progress=progress, law=options.option("law"))
 
 
-def _parse_recipe(text: str):
-    from equiv.ops.verify.recipes import VerifyRecipe
+def _check(options, recipe=None, *, calls: int = 1):
+    verdict = _attr("gate", "run_verify_check")()(options.spec, recipe or OP.default_recipe, calls=calls,
+                                                 seed=options.seed, device=options.device,
+                                                 timeout=options.timeout, law=options.option("law"))
+    return CheckRun(verdict)
 
-    return VerifyRecipe.parse(text)
 
-
-def _gate(options, *, stages, vocab=None, progress=None):
-    from equiv.ops.verify.gate import run_verify_gate
-
-    return run_verify_gate(options.spec, device=options.device, budget=options.budget, seed=options.seed,
-                           timeout=options.timeout, stages=stages, progress=progress, law=options.law)
+def _feature(name: str):
+    return {"caller": _attr("calls", "verifier_function")}[name]()
 
 
 OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens",
-        mutants_module="equiv.ops.verify.mutants", builtin_names=_builtin_names, builtin=_builtin,
-        check_signature=_check_signature, mutants=_mutants, legal_variants=_legal,
-        parse_recipe=_parse_recipe, stages=("properties", "statistics"), gate=_gate, ledger=dict,
-        noun="verifier")
+        summary="a chain verifier (rejection sampler) of speculative decoding",
+        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: tuple(_attr("paths", "VERIFIERS")()),
+        builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
+        mutants=_attr("mutants", "MUTANTS"), legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
+        parse_recipe=lambda text: _attr("recipes", "VerifyRecipe")().parse(text),
+        default_recipe="realistic:seed=0,batch=256,n=3,vocab=129280",
+        stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="verifier",
+        features=_feature, coverage_lines=lambda coverage: _attr("space", "table_lines")()(coverage),
+        options=(OpOption("law", LAWS, "lossless",
+                          "the law judged: lossless (the emitted text has the target model's law) or token "
+                          "(the token-level rejection sampler's per-draft law)"),))

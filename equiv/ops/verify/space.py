@@ -25,6 +25,7 @@ Plan
   drafter, ``draft_probs = None``) and the drafts' mode (``sampled`` per row from the draft law,
   or ``fixed`` per problem: every row of a problem then has identical inputs).
 - ``family``: ``recipes.FAMILIES``; ``purpose``: what a statistical case is for (``PURPOSES``).
+- ``table_lines(coverage)``: the console's table (``GateResult.coverage_lines``).
 
 ``draw_*`` take a ``numpy.random.Generator``: the plan seeds one per case, so each seed is
 another point of the space and every case is replayable from its recipe alone.
@@ -209,3 +210,10 @@ def reach(cases) -> dict:
         r = largest[1]
         out["largest input"] = f"target_probs [{r.batch}, {r.n + 1}, {r.vocab}] ({largest[0] / 2 ** 20:.1f} M elements)"
     return out
+
+
+def table_lines(coverage: dict) -> list:
+    """The coverage table, one line per dimension (the gate's console summary prints these)."""
+    width = max((len(k) for k in coverage), default=0) + 2
+    return [f"{dim:<{width}}{v if isinstance(v, str) else ', '.join(map(str, v)) or 'none'}"
+            for dim, v in coverage.items()]

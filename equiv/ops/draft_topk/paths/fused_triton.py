@@ -1,6 +1,6 @@
 """The ``fused_triton`` path: softmax probability of the top-k in one Triton kernel.
 
-The kernel lives in ``equiv/kernels/fused_softmax_topk.py``; this module registers the path and
+The kernel lives in ``equiv/ops/draft_topk/kernels/fused_softmax_topk.py``; this module registers the path and
 decides where the kernel runs, so that the same kernel is judged on a GPU and in CI:
 
 - a CUDA tensor runs the compiled kernel (float32, bfloat16 or float16 input, float32
@@ -26,7 +26,7 @@ from equiv.errors import MissingDependency, UsageError
 from equiv.ops.draft_topk.paths import Path, register
 
 MAX_K = 8
-_KERNELS = "equiv.kernels.fused_softmax_topk"
+_KERNELS = "equiv.ops.draft_topk.kernels.fused_softmax_topk"
 
 
 def _kernels(interpret: bool):

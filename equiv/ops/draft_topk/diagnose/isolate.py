@@ -29,7 +29,7 @@ keeping each simplification under which the primary symptom stays unexplained:
 A feature that could not be removed is *necessary*; the passing variant that showed it is kept
 as its complement ("fails with pad = 1, passes with pad = 0 on the same values"), re-checked on
 the final trigger. A raw array only varies its padding, dtype, magnitude and neighbours. The kind
-follows ``equiv.diagnose.taxonomy``: a contract symptom names it, else the first necessary
+follows ``equiv.ops.draft_topk.diagnose.taxonomy``: a contract symptom names it, else the first necessary
 feature in the order above (magnitude only when the answer overflows: NaN, inf or 0; the
 ``confident`` family only when the failing rows answer exactly 1.0), else the
 symptom on the bland input (placeholder probability when topk_p stays one constant while the
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
+from equiv.ops.draft_topk.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 VOCAB_LADDER = (1, 2, 3, 8, 33, 129, 1000, 1024, 1025, 2049, 4097, 8193, 16385, 32000, 32769,
                 65537, 129280)

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.diagnose.isolate import (STATUS_KIND, _ranks, answer_ignores_input, neighbours_matter, rank_relation,
+from equiv.ops.draft_topk.diagnose.isolate import (STATUS_KIND, _ranks, answer_ignores_input, neighbours_matter, rank_relation,
                                     rounded_to_one)
-from equiv.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
+from equiv.ops.draft_topk.diagnose.probe import INDEX, LEAK, OOV, POISON, VALUE, RawInput
 
 ALL = OOV | INDEX | VALUE | POISON | LEAK
 _STATUS_OF = {v: k for k, v in STATUS_KIND.items()}
@@ -101,7 +101,7 @@ def scope_of(finding) -> dict:
 # they account for any wrong answer of a healthy row, not only the way it showed at the trigger.
 _FEATURE_KINDS = ("batch_size", "shape_threshold", "vocab_specific", "dtype_specific", "magnitude",
                   "mask_position")
-# Kinds seen only in a history of calls (``equiv.diagnose.calls``): they account for that check
+# Kinds seen only in a history of calls (``equiv.ops.draft_topk.diagnose.calls``): they account for that check
 # alone, never for the rows of one call.
 HISTORY_KINDS = ("output_reused", "after_n_calls")
 # Kinds explained by a complement: the same values in another layout.

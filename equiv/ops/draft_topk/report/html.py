@@ -1,7 +1,7 @@
 """The HTML tolerance report: one self-contained page rendered from a jinja2 template.
 
-Plan. ``format_html(report, mtp_results)`` gathers what the page shows and renders
-``equiv/report/templates/report.html.j2`` (package data) with autoescaping on, so whatever a
+Plan. ``format_html(report, mtp_section)`` gathers what the page shows and renders
+``equiv/ops/draft_topk/report/templates/report.html.j2`` (package data) with autoescaping on, so whatever a
 candidate put in an exception message reaches the page as text, never as markup. The page reads top down:
 verdict, provenance, the path x dtype summary, one error histogram per input dtype with its
 tolerance drawn, the failing cases with their REPRO lines, the MTP acceptance histograms (with
@@ -81,8 +81,8 @@ def _environment():
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
-def format_html(report, mtp_results=None) -> str:
-    from equiv.report.rows import (
+def format_html(report, mtp_section=None) -> str:
+    from equiv.ops.draft_topk.report.rows import (
         DETAIL_HEAD,
         SUMMARY_HEAD,
         detail_cells,
@@ -95,13 +95,7 @@ def format_html(report, mtp_results=None) -> str:
     dtypes = list(dict.fromkeys(r.dtype for r in report.rows))
     families, more_families = cut(dict.fromkeys(r.family for r in report.rows))
     failures, more_failures = cut(report.failures)
-    mtp = None
-    if mtp_results:
-        from equiv.mtp.report import acceptance_png, record_cells, RECORD_HEAD
-
-        png = acceptance_png(mtp_results)
-        mtp = {"image": b64(png) if png else None, "head": RECORD_HEAD,
-               "rows": [record_cells(r) for r in mtp_results]}
+    mtp = mtp_section
     page = _environment().get_template("report.html.j2").render(
         report=report, passed=report.passed,
         failing_required=[s for s in report.summary if s.required and not s.passed],

@@ -8,10 +8,10 @@ Plan
    index), so it is isolated before anything else.
 3. Each failing check, smallest inputs first (properties, fixtures, then the tolerance stage's
    full-size recipes, then the MTP consumers): its failing input is read back
-   (``equiv.diagnose.sources``) and re-run (``Prober.observe``). Whatever the defects found so far
-   leave unexplained (``equiv.diagnose.explain``) is isolated (``equiv.diagnose.isolate``) into a
+   (``equiv.ops.draft_topk.diagnose.sources``) and re-run (``Prober.observe``). Whatever the defects found so far
+   leave unexplained (``equiv.ops.draft_topk.diagnose.explain``) is isolated (``equiv.ops.draft_topk.diagnose.isolate``) into a
    new defect, until the observation is explained. A failing call history is re-run as the
-   smallest history that shows it (``equiv.diagnose.calls``). A metamorphic property whose recipe passes on
+   smallest history that shows it (``equiv.ops.draft_topk.diagnose.calls``). A metamorphic property whose recipe passes on
    its own is re-run through its relation's follow-up input (the poisoned batch, a row subset,
    reversed columns, a shifted copy, a second call of the same shape). The check is listed under
    every defect that explains part of it. A defect of a kind already found is merged into it.
@@ -25,7 +25,7 @@ Plan
    defect that explains no failing check is dropped (it is not what failed this run).
 5. The deadline (a share of the gate's own wall time) stops new calls; what is left is listed
    as not diagnosed, never guessed.
-The result is a frozen ``Diagnosis`` of frozen ``Defect`` s (``equiv.diagnose.render`` prints it).
+The result is a frozen ``Diagnosis`` of frozen ``Defect`` s (``equiv.checks``; ``render`` writes its texts).
 """
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from equiv.diagnose.explain import explained, merge_scopes, scope_of
-from equiv.diagnose.isolate import STATUS_KIND, Isolation, Residual
-from equiv.diagnose.probe import INDEX, OOV, VALUE, Prober
-from equiv.diagnose import calls, render, sources
-from equiv.diagnose.defect import Defect, Diagnosis
-from equiv.diagnose.taxonomy import KINDS
+from equiv.ops.draft_topk.diagnose.explain import explained, merge_scopes, scope_of
+from equiv.ops.draft_topk.diagnose.isolate import STATUS_KIND, Isolation, Residual
+from equiv.ops.draft_topk.diagnose.probe import INDEX, OOV, VALUE, Prober
+from equiv.ops.draft_topk.diagnose import calls, render, sources
+from equiv.checks import Defect, Diagnosis
+from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 BLAND = "gaussian:seed=0,batch=4,vocab=1000,dtype={dtype}"
@@ -118,7 +118,7 @@ class _Work:
     # -- explanation ----------------------------------------------------------------------------
     def explain(self, suspect, obs):
         """What ``suspect`` explains in ``obs`` (the union over its scopes), cached per call."""
-        from equiv.diagnose.explain import Explained
+        from equiv.ops.draft_topk.diagnose.explain import Explained
 
         key = (id(suspect), suspect.version, obs.order)
         if key not in self._explained:
@@ -303,7 +303,7 @@ class _Work:
         return out
 
     def _history(self, check) -> bool:
-        """A failing call history, re-run small (``equiv.diagnose.calls``); False if that shows
+        """A failing call history, re-run small (``equiv.ops.draft_topk.diagnose.calls``); False if that shows
         nothing (the check's own recipe is then re-run alone, as any check's)."""
         found = calls.isolate(self.prober, check, self.k)
         for finding in found:
@@ -326,7 +326,7 @@ class _Work:
     def _unrun(self, check) -> None:
         """A hang or an abnormal end (exit, signal, interrupt): named from the check itself; the
         input is not re-run (each re-run would cost a time-out or a worker restart)."""
-        from equiv.diagnose.isolate import Finding
+        from equiv.ops.draft_topk.diagnose.isolate import Finding
 
         kind = abnormal_kind(check)
         inputs = sources.inputs_of(check)
@@ -377,8 +377,8 @@ def _likeness(check):
     from equiv.errors import InvalidArgument
     from equiv.ops.draft_topk.recipes import Recipe
 
-    stage, _, rest = check.name.partition(":")
-    if not getattr(check, "recipe", None) or not rest:
+    stage = check.stage
+    if not getattr(check, "recipe", None) or not check.subject:
         return None
     try:
         r = Recipe.parse(check.recipe)
@@ -442,7 +442,7 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float | 
 
 
 def _report_order(s: _Suspect):
-    from equiv.diagnose.taxonomy import KINDS
+    from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
 
     kind = KINDS[s.kind]
     rank = {"process": 0, "memory": 1, "tokens": 2, "probabilities": 3}
@@ -457,6 +457,6 @@ def defect_of(suspect, prober):
     affects = kind.affects
     if affects not in ("process", "memory"):
         affects = "tokens" if suspect.bits & (INDEX | OOV) else "probabilities"
-    return Defect(kind=kind.name, title=kind.title, explanation=kind.explanation,
+    return Defect(cause=kind.name, title=kind.title, explanation=kind.explanation, where=affects,
                   trigger=render.trigger_text(f), evidence=render.evidence_all(suspect), checks=tuple(suspect.checks),
-                  repro=render.repro_of(f, prober.spec, prober.k, device), affects=affects)
+                  repro=render.repro_of(f, prober.spec, prober.k, device))

@@ -93,7 +93,7 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
     program a row): how much of that own work the exp and the running max are (GPU run 11,
     docs/kernel-notes.md)."""
     from equiv.errors import InvalidArgument
-    from equiv.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
+    from equiv.ops.draft_topk.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
 
     works = {"sum": 0, "exp": 1, "softmax": 2}
     if work not in works:
@@ -124,7 +124,7 @@ def read_sum_wide(x: torch.Tensor, work: str = "sum") -> torch.Tensor:
     """``read_sum`` in the fused kernel's wide layout (``WIDE``: one pipelined program a row),
     which k = 1 takes from B = 256 while one wave holds the batch. Where that layout reads
     faster than the split one, the size-matched ceiling is this. ``work`` as ``read_sum``'s."""
-    from equiv.kernels.fused_softmax_topk import WIDE
+    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
 
     return read_sum(x, work=work, **WIDE)
 

@@ -11,7 +11,7 @@ Plan (the protocol of issue 7)
    median replay time divided by the number of buffers: per-call time with a cold cache and no
    launch gaps beyond the graph's own.
 4. Size-matched ceiling (issue 14): for each (dtype, B), the fastest of ``torch.sum(dim=-1)``
-   and a plain Triton read-sum (``equiv/kernels/read_sum.py``) of the same buffers in each of
+   and a plain Triton read-sum (``equiv/ops/draft_topk/kernels/read_sum.py``) of the same buffers in each of
    the fused kernel's two layouts (rows split over a wave of programs, and one wide program a
    row), timed the same way: the limit at that size with its fixed costs, where the 2 GiB
    figure is out of reach for any kernel.
@@ -203,7 +203,7 @@ def sized_ceiling(buffers: list, dtype: str, replays: int = 30) -> SizedCeiling:
     batch, vocab = buffers[0].shape
     torch_us = time_path(lambda x, k: x.sum(-1), buffers, 1, replays)
     try:
-        from equiv.kernels.read_sum import read_sum, read_sum_wide
+        from equiv.ops.draft_topk.kernels.read_sum import read_sum, read_sum_wide
     except ImportError:                          # no Triton: torch.sum alone
         return SizedCeiling(dtype, batch, vocab, torch_us, None)
     triton_us = time_path(lambda x, k: read_sum(x), buffers, 1, replays)

@@ -21,7 +21,7 @@ starts afresh there), through the prober's history call (``Prober.history``):
   at least ``MOSTLY`` of the calls after N wrong (a path that switched, not a sporadic input
   bug) -> ``after_n_calls``; a wrong answer that repeats an earlier one is ``stale_output``.
 A check with no ``history:`` part runs all three. A wrong answer that breaks the contract, or a
-history that shows none of these, is left to the single-call path of ``equiv.diagnose.core``
+history that shows none of these, is left to the single-call path of ``equiv.ops.draft_topk.diagnose.core``
 (the check's recipe, ``Check.recipe``, re-run alone).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from equiv.diagnose.isolate import Finding
+from equiv.ops.draft_topk.diagnose.isolate import Finding
 
 RUN = 160                        # calls of one shape the run tries (the quick history has 70)
 OTHER_SEEDS = 10_000             # the second run's first seed
@@ -89,7 +89,7 @@ def _replay(plan, spec: str, device: str) -> str:
 
 def _faults(text: str, value, k: int):
     """Row fault bits of one answer (host arrays) to the recipe ``text``, or None."""
-    from equiv.diagnose.probe import row_faults
+    from equiv.ops.draft_topk.diagnose.probe import row_faults
     from equiv.ops.draft_topk.recipes import Recipe
     from equiv.run import Array
 

@@ -1,11 +1,11 @@
-"""The variant sweep behind docs/kernel-notes.md: ``python -m equiv.kernels.tune [OUT.json]``
+"""The variant sweep behind docs/kernel-notes.md: ``python -m equiv.ops.draft_topk.kernels.tune [OUT.json]``
 (``--batch`` / ``--vocab`` for other shapes, ``--help``).
 
-Plan: on one GPU, under the timing protocol of ``equiv/bench.py`` (CUDA-graph replays over
+Plan: on one GPU, under the timing protocol of ``equiv/ops/draft_topk/bench.py`` (CUDA-graph replays over
 buffers that exceed twice the L2, median per call), time for float32 and bfloat16 at
 B = 1, 8, 64, 256, 1024, V = 129280 (or the ``--batch`` and ``--vocab`` given):
 - the size-matched ceiling: ``torch.sum(dim=-1)`` and the plain Triton read-sum
-  (``equiv/kernels/read_sum.py``) of the same buffers in both layouts, and the read-sum's
+  (``equiv/ops/draft_topk/kernels/read_sum.py``) of the same buffers in both layouts, and the read-sum's
   diagnostic variants (``read_sums``);
 - ``fused_triton`` with the wrapper's defaults (twice, for the run-to-run spread) and with one
   change at a time (v8, GPU runs 6-8: the wide layout's ragged tile, index mode, tile height,
@@ -29,7 +29,7 @@ import sys
 
 import torch
 
-from equiv.bench import make_buffers, read_ceiling, sized_ceiling, time_path
+from equiv.ops.draft_topk.bench import make_buffers, read_ceiling, sized_ceiling, time_path
 from equiv.ops.draft_topk.paths.fused_triton import with_layout
 
 VOCAB = 129280
@@ -44,7 +44,7 @@ def variants():
     (index mode 4, 9), a tile's terms one tile after its max (12), part of the exps on the FMA
     pipe (15); none beat the default and their knobs are gone from the kernel (see
     docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
-    from equiv.kernels.fused_softmax_topk import WIDE
+    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
 
     wide = {"index": 3, **WIDE}
     return [("default", {}, 1),
@@ -60,7 +60,7 @@ def read_sums():
     wide layout also with an exp a logit and with the online softmax (no index), so the own
     work splits into the exp, the running max and the index (GPU run 11; run 11 also timed 1
     or 2 tiles in flight in registers instead of the pipeline: slower, and gone)."""
-    from equiv.kernels.fused_softmax_topk import WIDE
+    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
 
     wide = dict(WIDE)
     return [("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
@@ -78,7 +78,7 @@ def _warm_one(job):
                 with_layout(**layout)(x, k)
             except Exception as exc:              # reported again, per point, when timed
                 print(f"warm {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    from equiv.kernels.read_sum import read_sum, read_sum_wide
+    from equiv.ops.draft_topk.kernels.read_sum import read_sum, read_sum_wide
 
     read_sum(x)
     read_sum_wide(x)
@@ -105,10 +105,10 @@ def warm(processes: int, names=None) -> None:
 
 
 def main(argv=None) -> int:
-    from equiv.kernels import fused_softmax_topk as fk
-    from equiv.kernels.read_sum import read_sum
+    from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
+    from equiv.ops.draft_topk.kernels.read_sum import read_sum
 
-    parser = argparse.ArgumentParser(prog="python -m equiv.kernels.tune")
+    parser = argparse.ArgumentParser(prog="python -m equiv.ops.draft_topk.kernels.tune")
     parser.add_argument("--warm", type=int, metavar="N", help="compile in N processes first")
     parser.add_argument("--warm-only", type=int, metavar="N", help="compile in N processes, exit")
     parser.add_argument("--batch", type=comma_ints, default=BATCHES, help="e.g. 256,1024")

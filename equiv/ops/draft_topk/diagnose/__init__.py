@@ -5,7 +5,7 @@ each failure's trigger one input feature at a time (``isolate``), explains later
 defects already found (``explain``) and returns a frozen ``Diagnosis`` of ``Defect`` s (kind,
 trigger, evidence, checks, repro); ``render`` prints them. The kinds are in ``taxonomy``.
 """
-from equiv.diagnose.core import Defect, Diagnosis, diagnose
-from equiv.diagnose.taxonomy import KINDS, Kind
+from equiv.ops.draft_topk.diagnose.core import Defect, Diagnosis, diagnose
+from equiv.ops.draft_topk.diagnose.taxonomy import KINDS, Kind
 
 __all__ = ["KINDS", "Defect", "Diagnosis", "Kind", "diagnose"]

@@ -487,7 +487,7 @@ class KernelConfig:
         return triton.next_power_of_2(triton.cdiv(self.chunk, self.lanes))
 
 
-# Chosen from the sweep in docs/kernel-notes.md (equiv/kernels/tune.py).
+# Chosen from the sweep in docs/kernel-notes.md (equiv/ops/draft_topk/kernels/tune.py).
 GPU_WARPS = 4
 GPU_ROWS = 4
 GPU_PREFETCH = False

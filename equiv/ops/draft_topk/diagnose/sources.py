@@ -22,7 +22,7 @@ import re
 
 import numpy as np
 
-from equiv.diagnose.probe import RawInput
+from equiv.ops.draft_topk.diagnose.probe import RawInput
 
 _RECIPE = re.compile(r"Recipe\.parse\('([^']+)'\)|--recipe '([^']+)'|\brecipe ([a-z_0-9]+:[^\s,]+(?:,[a-z_]+=[^\s,]+)*)")
 _RAW = re.compile(r"torch\.tensor\((\[\[.*?\]\])\)\.to\(torch\.(\w+)\)")

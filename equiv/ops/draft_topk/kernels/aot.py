@@ -5,7 +5,7 @@ specialises on (pointers and row strides divisible by 16), then the ``cuobjdump`
 ships reads the cubin: registers per thread, spills, and the main loop (the longest backward
 branch in the SASS): its instruction count, special-function ops (MUFU) and loads. That answers
 "how many programs fit on an SM" and "how many instructions per element" at no device time;
-docs/kernel-notes.md quotes it. ``python -m equiv.kernels.aot`` prints one line per layout.
+docs/kernel-notes.md quotes it. ``python -m equiv.ops.draft_topk.kernels.aot`` prints one line per layout.
 
 It needs Triton with its NVIDIA backend (the CUDA toolchain comes with the wheel), not a GPU;
 without one, ``compile_layout`` raises whatever Triton raises.
@@ -98,7 +98,7 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from equiv.kernels import fused_softmax_topk as fk
+    from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
 
     elem = 4 if dtype == "float32" else 2
     lanes = num_warps * 32 * (16 // elem)

@@ -14,7 +14,7 @@ Plan
 """
 from __future__ import annotations
 
-from equiv.diagnose.core import Diagnosis, diagnose
+from equiv.ops.draft_topk.diagnose.core import Diagnosis, diagnose
 
 SHARE = 0.45                 # of the run's own wall time
 MIN_S = 2.0
@@ -36,7 +36,7 @@ def for_comparison(spec: str, result, *, device: str, timeout: float | None, ela
     if result.passed:
         return Diagnosis(spec)
     detail = "; ".join(f"{c.name}: {c.detail}" for c in result.failed_checks)
-    check = Check("check", False, detail, counterexample=f"recipe {result.recipe}" if result.recipe else None,
+    check = Check("check", "check", False, detail, inputs=result.recipe, counterexample=f"recipe {result.recipe}" if result.recipe else None,
                       repro=result.repro)
     return diagnose(spec, [check], k=result.k, device=device, dtype=result.dtype,
                     timeout=timeout, budget_s=budget_for(elapsed_s))
@@ -50,7 +50,8 @@ def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
     paths = list(dict.fromkeys(r.path for r in failing))
     out = {}
     for path in paths:
-        checks = [Check(f"report:{r.family}:{r.dtype}", False, ", ".join(r.failed_checks), repro=r.repro)
+        checks = [Check("report", f"report:{r.family}:{r.dtype}", False, ", ".join(r.failed_checks),
+                        subject=f"{r.family}:{r.dtype}", repro=r.repro)
                   for r in failing if r.path == path]
         out[path] = diagnose(path, checks, k=report.k, device=report.device, timeout=timeout,
                              budget_s=budget_for(elapsed_s) / len(paths))

@@ -15,7 +15,7 @@ Plan
   budget on the CPU, in this process, so a stateful candidate keeps its state as in ``equiv
   gate``) or the mini gate, then the diagnosis, and returns one ``Row`` each: kinds expected and
   found, trigger, the gate's and the diagnosis's wall time.
-- ``python -m equiv.diagnose.calibrate [NAME ...] [--mini] [--device=cuda]`` prints the table of
+- ``python scripts/diagnosis_calibration.py [NAME ...] [--mini] [--device=cuda]`` prints the table of
   docs/diagnosis.md (mutant -> kinds found -> trigger) and exits 1 on any mismatch.
 """
 from __future__ import annotations
@@ -139,7 +139,7 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
         if recipe.vocab < k:
             continue
         res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=DEFAULT_TIMEOUT_S)
-        checks.append(Check(f"mini:{i}:{recipe.family}", res.passed,
+        checks.append(Check("mini", f"mini:{i}:{recipe.family}", res.passed,
                                 "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
                                 f"recipe {recipe}", res.repro))
     first = Recipe.parse("gaussian:seed=0,batch=1,vocab=2,dtype=float32")
@@ -147,7 +147,7 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
     b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1),
                 timeout=DEFAULT_TIMEOUT_S)
     stale = a.passed and not b.passed
-    checks.append(Check("property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
+    checks.append(Check("properties", "property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
                             f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
     checks.append(_history_check(spec, k, device))
     return checks
@@ -162,26 +162,23 @@ def _history_check(spec: str, k: int, device: str):
     plan = history.plan_for("quick", 0, k=k, max_batch=HISTORY_SHAPE[0], max_vocab=HISTORY_SHAPE[1])
     out = runner_for(spec, device, DEFAULT_TIMEOUT_S).probe("equiv.ops.draft_topk.history:probe", plan.payload())
     if not out.ok:
-        return Check("property:call_history", False, f"the subject {out.problem}", outcome=out.kind)
+        return Check("properties", "property:call_history", False, f"the subject {out.problem}", outcome=out.kind)
     found = history.problems(plan, out.value, device)
-    return Check("property:call_history", not found, "; ".join(p.line for p in found) or "held",
+    return Check("properties", "property:call_history", not found, "; ".join(p.line for p in found) or "held",
                  recipe=found[0].recipe if found else None,
                  parts=tuple(dict.fromkeys(part for p in found for part in p.parts)))
 
 
-def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:
-    from equiv.diagnose import diagnose
+def calibrate(names, *, gate=None, device: str = "cpu") -> list[Row]:
+    """Per candidate: its checks from ``gate(spec, k, device)`` (the real gate, which a script
+    above the ops passes in; default the mini gate), then the diagnosis and its row."""
+    from equiv.ops.draft_topk.diagnose import diagnose
 
     rows = []
     for name in names:
         spec, k = _spec(name), _k(name)
         t0 = time.perf_counter()
-        if gate:
-            from equiv.gate import run_gate
-
-            checks = run_gate(spec, k=k, device=device, seed=0).checks
-        else:
-            checks = mini_gate(spec, k, device)
+        checks = gate(spec, k, device) if callable(gate) else mini_gate(spec, k, device)
         t1 = time.perf_counter()
         d = diagnose(spec, checks, k=k, device=device, timeout=DEFAULT_TIMEOUT_S)
         t2 = time.perf_counter()
@@ -189,24 +186,3 @@ def calibrate(names, *, gate: bool = True, device: str = "cpu") -> list[Row]:
                         tuple(x.trigger for x in d.defects), sum(not c.passed for c in checks),
                         t1 - t0, t2 - t1, d.calls, d.unexplained))
     return rows
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    gate = "--mini" not in argv
-    device = next((a.split("=", 1)[1] for a in argv if a.startswith("--device=")), "cpu")
-    names = [a for a in argv if not a.startswith("--")] or list(EXPECTED_KINDS)
-    print("| candidate | defects found | as expected | trigger | failing checks | gate s | diagnosis s |")
-    print("|---|---|---|---|---|---|---|")
-    rows = []
-    for name in names:
-        row = calibrate([name], gate=gate, device=device)[0]
-        rows.append(row)
-        print(row.line(), flush=True)
-    bad = [r.name for r in rows if not r.ok]
-    print(f"\n{len(rows) - len(bad)} / {len(rows)} as expected" + (f"; mismatched: {', '.join(bad)}" if bad else ""))
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

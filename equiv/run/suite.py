@@ -33,6 +33,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from equiv.checks import Check, Stage, stage_of
+
 PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
 _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
@@ -169,3 +171,55 @@ def start_suite(options, *, timeout: float | None, select: str | None = None) ->
 def run_suite(options, **kwargs) -> SuiteRun:
     """Run the suite from the caller's folder and wait for it (``start_suite``)."""
     return start_suite(options, **kwargs).wait()
+
+
+def start_properties(options, *, stage_timeout: float, select: str | None = None):
+    """Start the property suite under ``options`` in a subprocess (``equiv.run.suite``: the
+    caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it."""
+    return start_suite(options, timeout=stage_timeout, select=select)
+
+
+def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
+    """Wait for the started suite and turn each of its tests into a check."""
+    run = handle.wait()
+    repro, tail = run.repro, run.output_tail
+    if run.timed_out:
+        c = Check("properties", "properties", False, f"the property suite did not finish within {stage_timeout:g} s",
+                  repro=repro, outcome="timeout")
+        return [c], stage_of("properties", [c])
+    if run.report is None:
+        c = Check("properties", "properties", False, f"pytest exited {run.returncode} without a report",
+                  counterexample=tail, repro=repro)
+        return [c], stage_of("properties", [c])
+    tests, returncode = run.report, run.returncode
+    records = tests.get("tests", tests) if isinstance(tests, dict) else tests
+    checks, skipped, examples = [], [], {}
+    for t in records:
+        outcome = t.get("outcome")
+        prop = t.get("property") or t.get("nodeid", "?").split("::")[-1]
+        if outcome == "skipped":
+            skipped.append(f"{prop}: {(t.get('message') or 'skipped').strip().splitlines()[0][:160]}")
+            continue
+        name = "property:" + prop
+        passed = outcome == "passed"
+        examples[prop] = examples.get(prop, 0) + int(t.get("examples") or 0)
+        detail = "held" if passed else (t.get("message") or outcome or "failed").strip().splitlines()[0][:300]
+        checks.append(Check("properties", name, passed, detail, subject=prop, counterexample=None if passed else t.get("counterexample"),
+                            repro=None if passed else (t.get("repro") or repro),
+                            duration_s=float(t.get("duration") or 0.0),
+                            outcome=None if passed else t.get("call_kind"),
+                            recipe=None if passed else t.get("recipe"),
+                            parts=() if passed else tuple(t.get("parts") or ()),
+                            cause=None if passed else t.get("cause")))
+    failed = [c for c in checks if not c.passed]
+    if returncode not in (0, 1) or (returncode == 0) == bool(failed):
+        checks.append(Check("properties", "properties", False, f"pytest exited {returncode}, which its "
+                            f"{len(failed)} failing record(s) do not explain (an interrupted or "
+                            f"crashed run)", counterexample=tail, repro=repro))
+    ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
+           "summary": f"{sum(examples.values())} examples in {len(examples)} properties"
+                      + (f"; {len(skipped)} skipped" if skipped else "")}
+    if not checks:
+        return [], Stage("properties", "not applicable", why="every property test was skipped: "
+                         + "; ".join(skipped[:3]), ran=ran)
+    return checks, stage_of("properties", checks, ran)

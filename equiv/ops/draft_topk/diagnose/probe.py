@@ -22,7 +22,7 @@ Plan
 - The prober counts calls and stops at its deadline (``exhausted``); observations are cached per
   input unless ``fresh=True`` (the call-order tests need real repeated calls).
 - ``Prober.history(plan)`` runs a whole call history (``equiv.ops.draft_topk.history``) where the
-  candidate runs, for the call-history defects (``equiv.diagnose.calls``); the reply is judged
+  candidate runs, for the call-history defects (``equiv.ops.draft_topk.diagnose.calls``); the reply is judged
   there, in the verdict process.
 """
 from __future__ import annotations

@@ -3,21 +3,19 @@
 Plan
 ----
 - ``defect_of(suspect, prober)`` turns an isolation's finding into a ``Defect``: the kind's title
-  and one-line explanation (``equiv.diagnose.taxonomy``), the trigger (the smallest failing
+  and one-line explanation (``equiv.ops.draft_topk.diagnose.taxonomy``), the trigger (the smallest failing
   input, as a recipe string when it is one), the evidence (the kind's own numbers, the failing
   line of ``compare`` at the trigger, and each complement that passes), the failing checks it
   explains, and a REPRO line that replays the trigger alone (``equiv check`` for a recipe; a
   ``python -c`` line for a raw array or for two calls in a row).
-- ``console_block(diagnosis)`` leads with "N defects" and gives each its block; checks that no
-  defect explains and checks left undiagnosed are listed after them, never hidden.
-- ``junit_cases(diagnosis)`` gives one failing test case per defect (``equiv.gate.defect``).
+The console block and the JUnit cases are ``equiv.checks.Diagnosis``'s, the same for every op.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from equiv.diagnose.probe import OOV, RawInput
-from equiv.diagnose.taxonomy import KINDS
+from equiv.ops.draft_topk.diagnose.probe import OOV, RawInput
+from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
 
 _FEATURE = {"pad": "the same values contiguous", "offset": "the same values at the base of their storage",
             "family": "the plain gaussian family, same seed", "mask": "the same rows masked at the tail",
@@ -133,37 +131,3 @@ def evidence_all(suspect) -> str:
         text += f"; same cause ({', '.join(sorted({n for n, _ in f.necessary}))}) also shows as " \
                 f"{KINDS[f.kind].title} on {trigger_text(f)}: {evidence_of(f)}"
     return text
-
-
-def _some(names, shown: int = 8) -> str:
-    more = f", +{len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
-
-
-def console_block(diagnosis) -> str:
-    n = len(diagnosis.defects)
-    lines = [f"{n} defect{'s' if n != 1 else ''} (diagnosis: {diagnosis.calls} calls, "
-             f"{diagnosis.duration_s:.1f} s)"]
-    for i, d in enumerate(diagnosis.defects, 1):
-        lines += [f"  [{i}] {d.title} ({d.kind}, changes {d.affects}): {d.explanation}",
-                  f"      trigger:  {d.trigger}",
-                  f"      evidence: {d.evidence}",
-                  f"      explains: {_some(d.checks)}",
-                  f"      {d.repro}"]
-    if diagnosis.unexplained:
-        lines.append(f"  failing checks no defect explains: {', '.join(diagnosis.unexplained)}")
-    if diagnosis.tolerance_edge:
-        lines.append(f"  failing checks at the tolerance's edge (values off, but no worse than softmax_topk "
-                     f"on the same input): {', '.join(diagnosis.tolerance_edge)}")
-    if diagnosis.by_likeness:
-        lines.append(f"  attributed by likeness to re-run checks (not re-run): {_some(diagnosis.by_likeness)}")
-    if diagnosis.not_diagnosed:
-        lines.append(f"  not diagnosed (time budget spent): {', '.join(diagnosis.not_diagnosed)}")
-    return "\n".join(lines)
-
-
-def junit_cases(diagnosis) -> list[tuple[str, str, str]]:
-    """(name, message, body) of one failing JUnit test case per defect."""
-    return [(f"{i}:{d.kind}", f"{d.title}: {d.evidence}"[:1000],
-             "\n".join([d.explanation, f"trigger: {d.trigger}", f"explains: {', '.join(d.checks)}", d.repro]))
-            for i, d in enumerate(diagnosis.defects, 1)]

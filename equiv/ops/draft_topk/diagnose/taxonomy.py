@@ -2,7 +2,7 @@
 
 Plan
 ----
-A defect's kind is decided by two things the isolation finds (``equiv.diagnose.isolate``): the
+A defect's kind is decided by two things the isolation finds (``equiv.ops.draft_topk.diagnose.isolate``): the
 *symptom* on the failing rows (an exception, an index outside ``[0, V)``, an index outside the
 tie set, a probability off, a poisoned row answered with a number, ...) and the *trigger*, the
 input features without which the failure goes away (padding of the row stride, the batch size,
@@ -14,7 +14,7 @@ V, the dtype, poisoned rows, the logits' magnitude, neighbouring rows, an earlie
 - Otherwise a necessary feature names it (``non_contiguous``, ``misaligned_base``, ``batch_size``,
   ``neighbour_rows``, ``mask_position``, ``confident_rounding``, ``dtype_specific``,
   ``vocab_specific``, ``shape_threshold``, ``magnitude``, ``stale_output``, the poison kinds).
-- A failing call history (``equiv.diagnose.calls``) is named by what its smallest history shows:
+- A failing call history (``equiv.ops.draft_topk.diagnose.calls``) is named by what its smallest history shows:
   ``output_reused`` (a kept output changed), ``stale_output`` (the storage rewritten in place
   got the earlier values' answer), ``after_n_calls`` (right for the first N calls of a shape).
 - A failure on the blandest input (one Gaussian row, contiguous, float32) is named by its

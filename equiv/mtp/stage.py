@@ -1,0 +1,85 @@
+"""The draft gate's ``mtp`` stage: the candidate decodes in its worker, this process judges.
+
+Plan. The speculative-decoding harness runs as a probe in the candidate's worker (``probe.quick``
+returns raw outcomes only) and ``run_mtp`` judges them here against ``softmax_topk`` on the same
+seeds: under each consumer the candidate must be lossless, equivalent in accept length, and emit
+no invalid output. Greedy, target-only and confidence chains draft at k = 1; the tree consumer
+drafts at each k > 1 asked. The gate judges a candidate strictly (no ledger). ``equiv.gate``
+hands this function to the draft op's gate plan as a feature stage (a feature sits above the ops).
+"""
+from __future__ import annotations
+
+import time
+
+from equiv.checks import Check, Stage, stage_of
+from equiv.mtp.harness import run_mtp
+from equiv.ops import ROLES, get_op
+from equiv.run import runner_for
+from equiv.run.load import Candidate
+
+K_ONE_CONSUMERS = ("greedy", "target_only", "confidence")
+
+
+def mtp_checks(spec, *, ks, device: str, seed: int, vocab: int, timeout: float | None,
+               stage_timeout: float = 300) -> tuple[list[Check], Stage]:
+    """The MTP harness (quick budget): the candidate decodes in its worker (a probe that returns
+    raw outcomes only) and this process judges them against softmax_topk on the same seeds:
+    under each consumer the candidate must be lossless, equivalent in accept length, and emit no
+    invalid output. Greedy, target-only and confidence chains draft at k = 1; the tree consumer
+    drafts at each k > 1 asked. The gate judges a candidate strictly (no ledger)."""
+    runner = runner_for(spec, device, timeout)
+    runs = ([(list(K_ONE_CONSUMERS), None)] if 1 in ks else []) + [(["tree"], k) for k in ks if k > 1]
+    not_asked = [] if any(k > 1 for k in ks) else ["tree (drafts at k > 1; this run judges k = 1 only)"]
+    checks = []
+    t0 = time.perf_counter()
+    for consumers, tree_k in runs:
+        if getattr(runner, "stopped", None):
+            checks.append(Check("mtp", "mtp", False, f"not run: {runner.stopped}", outcome="not_called"))
+            break
+        payload = {"name": spec.text, "builtin": spec.builtin, "consumers": consumers, "seed": seed,
+                   "vocab": vocab, "tree_topk": tree_k}
+        out = runner.probe("equiv.mtp.probe:quick", payload, timeout=None if timeout is None else
+                           max(stage_timeout, timeout))
+        if not out.ok or not isinstance(out.value, dict):
+            problem = out.problem if not out.ok else f"returned {type(out.value).__name__}, not outcomes"
+            checks.append(Check("mtp", "mtp", False, f"the MTP harness stopped: the candidate {problem}"[:400],
+                                duration_s=time.perf_counter() - t0, outcome=None if out.ok else out.kind))
+            continue
+        judged = Candidate(spec.text, _NotCalled(get_op(ROLES["draft"]).builtin(spec.target).max_k if spec.builtin else None),
+                           builtin=spec.builtin)
+        run = run_mtp(paths=[judged], consumers=consumers, budget="quick", device=device, seed=seed,
+                      vocab=vocab, decoded=out.value, **({"tree_topk": tree_k} if tree_k else {}))
+        for rec in run.records:
+            r = dict(rec.to_json(), repro=rec.repro)
+            name = f"mtp:{r['consumer']}" + (f":k{tree_k}" if tree_k else "")
+            if not r["applicable"]:
+                not_asked.append(f"{r['consumer']}: {r['reason']}")
+                continue
+            diff = (r.get("accept_length_difference") or {}).get("mean_difference")
+            al = r.get("accept_length")
+            detail = (f"accept length {al:.3f}" if isinstance(al, (int, float)) else "no metrics") + \
+                (f" (difference vs softmax_topk {diff:+.3f})" if isinstance(diff, (int, float)) else "")
+            if r["passed"]:
+                checks.append(Check("mtp", name, True, detail + "; lossless, equivalent", subject=r["consumer"]))
+            else:
+                why = ", ".join(r["failed_checks"]) + (f": {r['error']}" if r.get("error") else "")
+                repro = r["repro"] if r["repro"].startswith("REPRO:") else "REPRO: " + r["repro"]
+                checks.append(Check("mtp", name, False, f"{why}; {detail}"[:400], subject=r["consumer"], repro=repro))
+    dt = time.perf_counter() - t0
+    checks = [replace(c, duration_s=dt / max(len(checks), 1)) for c in checks]
+    why = ("not applicable: " + "; ".join(not_asked)) if not_asked else ""
+    if not checks:
+        return [], Stage("mtp", "not applicable", why="; ".join(not_asked) or "no consumer applies")
+    return checks, stage_of("mtp", checks, {"consumers": [c.name for c in checks],
+                                          "summary": ", ".join(c.subject or c.name for c in checks)}, why)
+
+
+class _NotCalled:
+    """The candidate's stand-in in the verdict process: its worker decoded, this process judges;
+    ``max_k`` is what the harness reads to tell a consumer that does not apply."""
+
+    def __init__(self, max_k):
+        self.max_k = max_k
+
+    def __call__(self, logits, k):
+        raise AssertionError("the MTP stage judges the worker's outcomes; nothing calls the candidate here")

@@ -1,0 +1,190 @@
+"""The draft top-k's gate plan (``equiv gate``, the default op): one verdict on a candidate.
+
+Plan
+----
+1. Resolve the candidate and start its worker (``equiv.run``): a spec that does not load is a
+   usage error (exit 2) before any work; an import that exits, is killed or hangs is a failed
+   ``load`` check, and no stage runs.
+2. ``properties``: run the property suite of ``equiv.properties`` against the candidate through
+   pytest in a subprocess (so the gate and ``pytest --equiv-candidate`` are one source of truth),
+   and read the per-test JSON the plugin writes. Each property is one check; pytest's exit code
+   must agree with the records (a crashed or interrupted run is a failure, never a pass). The
+   subprocess is the critical path, so it starts first, once the arguments are checked and
+   before this process imports torch, and runs while this process judges the next two stages;
+   it is read last, and killed if this process stops first (a device or a spec that fails here
+   included). Each stage's ``seconds`` is its own wall time, so the
+   properties' overlap the others'.
+3. ``tolerance``: ``equiv.ops.draft_topk.compare`` on every input family x dtype x k asked at V = 129280, the
+   worker building each recipe on the device; at the end of the stage the inputs are checked once
+   more (a late write from a thread or a stream).
+4. ``mtp``: the speculative-decoding harness as a probe in the candidate's worker, candidate
+   against ``softmax_topk`` on the same seeds: greedy, target-only and confidence chains at
+   k = 1, tree drafting at each k > 1 asked. Nothing calls the candidate at a k not asked.
+Each stage is reported as run (with what ran), not applicable (why) or not run (why); a verdict
+in which no check ran fails with "nothing was checked". Only this process says PASS, after every
+stage it owns finished. Budgets: ``quick`` (a pull request: seconds) and ``full`` (nightly).
+The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``summary()``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from equiv.checks import Check, Stage, stage_of
+from equiv.devices import resolve_device
+from equiv.ops.draft_topk.compare import compare
+from equiv.ops.draft_topk.coverage import Shape, reaches_huge, tolerance_plan
+from equiv.ops.draft_topk.diagnose.attach import for_gate
+from equiv.ops.draft_topk.history import gate_coverage
+from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
+from equiv.ops.draft_topk.space import reach, table_lines
+from equiv.options import DEFAULT_VOCAB
+from equiv.run import load_check, runner_for
+from equiv.run.suite import property_checks, start_properties
+from equiv.validation import check_int
+from equiv.verdict import GateResult, finish_stages
+
+BUDGETS = {
+    # families x dtypes of the tolerance stage; rows per recipe; seeds per recipe; pytest budget
+    # shape_elements: the coverage plan's largest B x V (2**25: [1024, 32000]; 2**28: [1024, 151936])
+    "quick": {"dtypes": ("float32", "bfloat16"), "batch": 4, "seeds": 1, "mtp_timeout": 300,
+              "properties_timeout": 300, "shape_elements": 2 ** 25},
+    "full": {"dtypes": ("float32", "bfloat16", "float16"), "batch": 16, "seeds": 3, "mtp_timeout": 3600,
+             "properties_timeout": 3600, "shape_elements": 2 ** 28},
+}
+STAGES = ("properties", "tolerance", "mtp")
+
+
+def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
+                     vocab: int, timeout: float | None, plan=None) -> tuple[list[Check], Stage]:
+    """``compare`` on every input family x dtype x k; the first failing recipe is the
+    counterexample. The worker builds each recipe on the device.
+
+    ``plan`` (an ``equiv.ops.draft_topk.coverage.TolerancePlan``) gives each check its shapes; without one,
+    every check runs ``[batch, vocab]``."""
+
+    runner = runner_for(spec, device, timeout)
+    checks, shapes, calls0, seen = [], set(), runner.calls, []
+    for k in ks:
+        for dtype in dtypes:
+            for family in FAMILIES:
+                if plan is not None and (family, dtype) not in plan:
+                    continue
+                name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
+                if getattr(runner, "stopped", None):
+                    checks.append(Check("tolerance", name, False, f"not run: {runner.stopped}", subject=f"{family}:{dtype}",
+                                        outcome="not_called"))
+                    continue
+                t0 = time.perf_counter()
+                worst = None
+                planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
+                runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
+                for s, shape in runs:
+                    recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                                    dtype=dtype, pad=shape.pad, offset=shape.offset)
+                    shapes.add((recipe.batch, recipe.vocab, recipe.pad))
+                    seen.append(recipe)
+                    res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
+                    if not res.passed:
+                        worst = res
+                        break
+                dt = time.perf_counter() - t0
+                if worst is None:
+                    checks.append(Check("tolerance", name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                            f"{', '.join(map(str, planned))}", subject=f"{family}:{dtype}", duration_s=dt))
+                    continue
+                detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
+                where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
+                                                    if worst.worst_row is not None else "")
+                checks.append(Check("tolerance", name, False, detail, subject=f"{family}:{dtype}", inputs=recipe,
+                                counterexample=where, repro=worst.repro,
+                                    duration_s=dt, outcome=worst.call_kind, recipe=worst.recipe,
+                                    parts=tuple(c.name for c in worst.failed_checks),
+                                    cause=worst.contract_cause))
+    late = runner.settle()
+    if late is not None:
+        checks.append(Check("tolerance", "tolerance:late-write", False, f"the candidate {late}"))
+    bs = sorted({b for b, _, _ in shapes})
+    vs = sorted({v for _, v, _ in shapes})
+    padded = sum(1 for _, _, p in shapes if p)
+    ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
+           "coverage": reach(seen),
+           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
+                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
+                      f"k={','.join(map(str, ks))}"}
+    return checks, stage_of("tolerance", checks, ran)
+
+
+def _span(values) -> str:
+    return "{" + ", ".join(map(str, values[:12])) + (f", +{len(values) - 12} more" if len(values) > 12 else "") + "}"
+
+
+def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progress=None,
+                   feature_stages=None) -> GateResult:
+    """The draft top-k gate under ``options`` (``equiv.options.RunOptions``, already checked).
+    ``feature_stages`` maps a stage a feature above the ops runs (``mtp``: the MTP harness,
+    ``equiv.mtp.stage``) to its function; ``equiv.gate`` passes them in."""
+
+    spec, ks, timeout, budget, seed = options.spec, options.ks, options.timeout, options.budget, options.seed
+    plan = BUDGETS[budget]
+    dtypes = options.dtypes
+    vocab = check_int("vocab", vocab, min_value=max(ks))
+    t0 = time.perf_counter()
+    stage_timeout = plan["properties_timeout"] if timeout is None else max(
+        plan["properties_timeout"], 4 * timeout + 120)
+    # the suite first (module docstring, step 2): the device is resolved after, the same way there
+    suite = None
+    if "properties" in stages:
+        suite = start_properties(options, stage_timeout=stage_timeout)
+    checks: list[Check] = []
+    done: list[Stage] = []
+    load = None
+    try:
+        device = resolve_device(options.device)  # 'cuda' with no GPU -> exit 2
+        runner = runner_for(spec, device, timeout)
+        load = load_check(spec, device, timeout)   # an import that raises -> exit 2
+        if load is not None:
+            checks.append(Check("load", "load", False, f"the candidate {load.problem}"))
+            done = [_not_run(n, "the candidate could not be loaded") for n in stages]
+        else:
+            by_name = {}
+            order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
+            for n, name in enumerate(order):
+                if progress:
+                    progress(n, len(stages), name)
+                t_stage = suite.t0 if name == "properties" else time.perf_counter()
+                if name == "properties":
+                    got, st = property_checks(suite, stage_timeout)
+                    suite = None
+                elif name == "tolerance":
+                    shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
+                                                max_shape_elements=plan["shape_elements"],
+                                                huge=reaches_huge(device, budget))
+                    got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
+                                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                               plan=shape_plan)
+                else:
+                    got, st = (feature_stages or {})[name](spec, ks=ks, device=device, seed=seed, vocab=vocab,
+                                                           timeout=timeout, stage_timeout=plan["mtp_timeout"])
+                by_name[name] = (got, replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+            for name in stages:                  # checks and stages in the order asked
+                checks += by_name[name][0]
+                done.append(by_name[name][1])
+    finally:
+        if suite is not None:                    # a failed load, an exception or an interrupt
+            suite.kill()
+    if progress and load is None:
+        progress(len(stages), len(stages), "done")
+    done, passed = finish_stages(done, stages, STAGES, checks)
+    diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
+                         elapsed_s=time.perf_counter() - t0)
+    coverage = gate_coverage(done, budget)
+    return GateResult(candidate=spec.text, passed=passed,
+                      checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
+                      seed=seed, duration_s=time.perf_counter() - t0, stages=done,
+                      calls=runner.calls, op="draft_topk", diagnosis=diagnosis, coverage=coverage,
+                      coverage_lines=tuple(table_lines(coverage)) if coverage else (), takes_k=True)
+
+
+def _not_run(name: str, why: str) -> Stage:
+    return Stage(name, "not run", why=why)

@@ -1,0 +1,125 @@
+"""A gate's verdict: ``GateResult``, the one result every operation's gate returns.
+
+Plan. A gate run is a tuple of ``Check`` objects grouped into ``Stage`` objects, a verdict, what
+ran (calls, coverage per dimension) and the diagnosis (defects by cause) behind its failures.
+``summary()`` prints it for people, ``to_json()`` for machines, ``to_junit()`` for CI. Nothing
+here knows an operation: an op fills the fields, and ``finish_stages`` decides the verdict the
+same way for all (PASS only when some stage ran an effective check and every check passed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from equiv.checks import NamedChecks, Stage
+from equiv.junit import junit_xml
+
+
+@dataclass(frozen=True)
+class GateResult:
+    candidate: str
+    passed: bool
+    checks: tuple
+    k: tuple
+    device: str
+    dtypes: tuple
+    budget: str
+    seed: int
+    duration_s: float
+    stages: tuple = ()
+    calls: int = 0
+    op: str = ""
+    diagnosis: object = None                      # equiv.checks.Diagnosis: the defects behind the failures
+    coverage: dict = field(default_factory=dict)  # per dimension, the classes covered (the op's space)
+    coverage_lines: tuple = ()                    # the same as a table for the console (the op writes it)
+    takes_k: bool = False                         # judged at k values and dtypes (the summary names them)
+
+    @property
+    def failed(self) -> NamedChecks:
+        """The failed checks; ``"tolerance:zipf:float32" in result.failed`` tests by name."""
+        return NamedChecks(c for c in self.checks if not c.passed)
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "candidate": self.candidate, "passed": self.passed, "k": list(self.k),
+                "device": self.device,
+                "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
+                "duration_s": round(self.duration_s, 3), "calls": self.calls,
+                "stages": {s.name: s.to_json() for s in self.stages},
+                **({"coverage": self.coverage} if self.coverage else {}),
+                **(self.diagnosis.beside_checks() if self.diagnosis is not None else {"defects": []}),
+                "checks": [c.to_json() for c in self.checks]}
+
+    def summary(self, shown_per_stage: int = 2) -> str:
+        """Compact verdict: a line per stage, then the first failures of each with evidence."""
+        verdict = "PASS" if self.passed else "FAIL"
+        ks = ",".join(map(str, self.k))
+        what = (f"k={ks}, {self.device}, {'/'.join(self.dtypes)}" if self.takes_k
+                else f"op {self.op}, {self.device}")
+        lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
+                 f"{verdict} in {self.duration_s:.1f} s"]
+        if self.diagnosis is not None and not self.passed:
+            lines += [self.diagnosis.summary(), "checks:"]
+        stage_names = {s.name for s in self.stages}
+        for c in self.failed:
+            if c.stage not in stage_names:
+                lines.append(f"  FAIL {c.name}: {c.detail[:300]}")
+        for st in self.stages:
+            if st.status in ("not applicable", "not run"):
+                lines.append(f"  {'n/a' if st.status == 'not applicable' else '-':<4} {st.name:<11} "
+                             f"{st.status}: {st.why}")
+                continue
+            failed = [c for c in self.failed if c.stage == st.name]
+            line = f"  {st.status if st.status == 'FAIL' else 'pass':<4} {st.name:<11} {st.passed}/{st.total} checks passed"
+            if failed:
+                names = [c.subject or c.name for c in failed]
+                more = f", +{len(names) - 6} more" if len(names) > 6 else ""
+                line += f"; failing: {', '.join(names[:6])}{more}"
+            lines.append(line)
+            if st.ran.get("summary"):
+                lines.append(f"       ran: {st.ran['summary']}")
+            if st.why:
+                lines.append(f"       note: {st.why}")
+            for c in failed[:shown_per_stage]:
+                lines.append(f"       {c.name}: {c.detail[:240]}")
+                if c.counterexample:
+                    lines += ["         " + x for x in c.counterexample.strip().splitlines()[:6]]
+                if c.repro:
+                    lines += ["         " + x for x in c.repro.strip().splitlines()]
+        if self.coverage_lines:
+            lines += ["  coverage:"] + ["    " + ln for ln in self.coverage_lines]
+        if not any(st.effective for st in self.stages):
+            lines.append("  nothing was checked: no stage ran an effective check, so the gate fails")
+        return "\n".join(lines)
+
+    def to_junit(self) -> str:
+        return junit_xml(self)
+
+
+
+def finish_stages(done: list, asked, every, checks) -> tuple[tuple, bool]:
+    """The stages of a run with those not asked listed as such, and its verdict: PASS only when
+    some stage ran an effective check and every check passed ("nothing was checked" fails)."""
+    done = tuple(done) + tuple(Stage(n, "not run", why="not asked (--stages)") for n in every if n not in asked)
+    return done, any(st.effective for st in done) and all(c.passed for c in checks)
+
+
+class CheckRun:
+    """One candidate on one recipe, judged (``equiv.check``): ``passed``, ``summary()`` (with the
+    defects behind a failure first), ``to_json()``, and ``result`` (the op's comparison or verdict)."""
+
+    def __init__(self, result, diagnosis=None):
+        self.result, self.diagnosis = result, diagnosis
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.result.passed)
+
+    def summary(self) -> str:
+        lead = self.diagnosis.summary() + "\n" if self.diagnosis is not None and self.diagnosis.defects else ""
+        return lead + self.result.summary()
+
+    def to_json(self) -> dict:
+        extra = self.diagnosis.beside_checks() if self.diagnosis is not None else {}
+        return {**self.result.to_json(), **extra}
