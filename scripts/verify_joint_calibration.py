@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="null,tv,power")
     ap.add_argument("--out", default=None)
     ap.add_argument("--whole", action="store_true", help="judge every check, not only the new ones")
+    ap.add_argument("--kinds", default=",".join(verify_hostile.LOSSY), help="the lossy kinds of the power part")
     ap.add_argument("--tv-from", default=None, help="a JSON-lines file of an earlier run's tv rows, read instead")
     args = ap.parse_args(argv)
     rows = []
@@ -156,7 +157,7 @@ def main(argv=None) -> int:
                 emit({"part": "tv", "recipe": str(r), "verifier": name, "share": 1.0, "tv_monte_carlo": round(got, 4),
                       "rows": args.tv_rows})
     if "power" in parts and args.power_runs:
-        for kind in verify_hostile.LOSSY:
+        for kind in args.kinds.split(","):
             for tv in [float(t) for t in args.tv.split(",")]:
                 t0, fails = time.perf_counter(), []
                 # the recipes where the kind reaches tv at all (its whole-share TV, less the plug-in bias)

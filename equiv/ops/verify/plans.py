@@ -4,7 +4,7 @@ Plan. Two kinds of case (``judge.Case``):
 
 - *contract cases* (exact checks only): every family x draft kind (``probs``, ``onehot``) at a
   size from ``CONTRACT_SIZES`` -- n from 1 to 16, V from 1 to 262144 (past 2**17: Qwen, Gemma),
-  tile edges (33, 1025, 4097), batches of 8 and 67 (rows past the last multiple of 64), padded
+  tile edges (33, 1025, 4097), batches of 8 and (at V <= 8192) 67: rows past the last multiple of 64, padded
   (non-contiguous) inputs on every other case and a base offset on every third -- one call plus
   the replay;
 - *statistical cases*, **drawn from the input space per seed** (space.py), not listed: each
@@ -62,7 +62,7 @@ def contract_cases(seed: int = 0, start: int = 0) -> list:
             n, vocab = CONTRACT_SIZES[i % len(CONTRACT_SIZES)]
             if vocab < 2 and family in _NEEDS_TWO_TOKENS:
                 vocab = 2
-            recipe = VerifyRecipe(family=family, seed=seed + i, batch=67 if i % 5 == 4 else 8, n=n, vocab=vocab,
+            recipe = VerifyRecipe(family=family, seed=seed + i, batch=67 if i % 3 == 1 and vocab <= 8192 else 8, n=n, vocab=vocab,
                                   problems=4, draft=draft, pad=3 * (i % 2), offset=5 * (i % 3 == 2))
             cases.append(Case(recipe, 1, 1000 * (seed + i)))
             i += 1
