@@ -105,7 +105,7 @@ def block_weights_unclamped(d, q, p, g, share=1.0):
     def weights(w):
         n = d.shape[1]
         p_d = p[:, :n].gather(2, d[..., None])[..., 0].double()
-        q_d = q.gather(2, d[..., None])[..., 0].double()
+        q_d = torch.ones_like(p_d) if q is None else q.gather(2, d[..., None])[..., 0].double()
         return torch.cat([torch.ones_like(p_d[:, :1]), torch.cumprod(p_d / q_d, 1)], 1)
 
     def keep(w):
