@@ -8,7 +8,12 @@ Plan (each part prints JSON rows as it goes; ``--out FILE`` keeps them):
    ~3 s a run) on the outputs of a correct verifier, seed ``s`` taking verifier
    ``s % 3`` of ``torch_sampler``, ``block_verification`` (lossless, not the token law) and
    ``correct_other_stream`` (tests/candidates/verify_hostile.py: another random stream); a run
-   fails when any check fails. The verifiers are called in this process on the host (their
+   fails when any check fails. ``--draws law``: the joint case's 2**17 rows are host draws of
+   the exact token-level law (``law_draws.LawSampler``, ~10x cheaper than calling a verifier on
+   a loaded 2-core CPU); ``--draws product``: the joint case's continued blocks are drawn straight
+   from the product law ``p_0 x ... x p_n``, which is what any lossless verifier's continued
+   rows are by definition (so the level measured is the block_law test's own); the independence
+   case is in every mode the verifiers' own outputs. The verifiers are called in this process on the host (their
    exact outputs: these are small inputs, V <= 300), which is what makes 1000+ seeds cheap.
 2. ``tv``: the emitted-text total variation of each lossy block verifier
    (``verify_hostile.LOSSY``) on each power recipe, by Monte Carlo on ``--tv-rows`` blocks
@@ -37,24 +42,31 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "candidates"))
 
 import verify_hostile  # noqa: E402  (a test candidate module, found by path)
 
-from equiv.ops.verify.block_law import block_tests  # noqa: E402
+from equiv.ops.verify.block_law import block_tests, sequence_tests  # noqa: E402
 from equiv.ops.verify.calls import Draws  # noqa: E402
 from equiv.ops.verify.independence import eligible, independence_tests  # noqa: E402
 from equiv.ops.verify.judge import Case, judge_draws  # noqa: E402
+from equiv.ops.verify.law_draws import LawSampler  # noqa: E402
 from equiv.ops.verify.lossless import continued  # noqa: E402
 from equiv.ops.verify.paths import block_verification, torch_sampler  # noqa: E402
 from equiv.ops.verify.plans import statistical_cases  # noqa: E402
-from equiv.ops.verify.recipes import VerifyRecipe  # noqa: E402
+from equiv.ops.verify.recipes import VerifyRecipe, cdf_draw  # noqa: E402
 
 NULL = (("torch_sampler", torch_sampler), ("block_verification", block_verification),
         ("correct_other_stream", verify_hostile.correct_other_stream))
+LAW = LawSampler(None, 0.0)
 POWER_RECIPES = tuple(VerifyRecipe(family="realistic", seed=11, batch=2 ** 17 + 77, n=n, vocab=v, problems=1,
                                    noise=noise, drafts="sampled", part=1)
                       for n, v, noise in ((4, 3, 0.55), (6, 2, 0.55), (4, 2, 0.45)))
 
 
 def outputs(fn, case: Case, seed0: int) -> Draws:
-    """``case.calls`` calls with seeds from ``seed0``, the first repeated as the replay."""
+    """``case.calls`` calls with seeds from ``seed0``, the first repeated as the replay; a host
+    law sampler (``law_draws.LawSampler``) draws instead of being called."""
+    if getattr(fn, "on_host", False):
+        outs = fn.draws(case.recipe, list(range(seed0, seed0 + case.calls)))
+        seeds = tuple(range(seed0, seed0 + case.calls)) + (seed0,)
+        return Draws(str(case.recipe), seeds, np.concatenate([outs, outs[:1]]))
     d, q, p = case.recipe.build("cpu")
     outs = [fn(d, q, p, torch.Generator().manual_seed(seed0 + c)).numpy() for c in range(case.calls)]
     outs.append(outs[0])
@@ -62,10 +74,12 @@ def outputs(fn, case: Case, seed0: int) -> Draws:
     return Draws(str(case.recipe), seeds, np.stack(outs))
 
 
-def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False) -> list:
+def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False, law_draws: bool = False) -> list:
     """The failed checks of one run: the new checks alone (``independence``, ``block_law``: fast),
-    or with ``whole`` the whole judge (every check; ~3 s a run on the joint case)."""
-    drawn = [outputs(fn, c, seed0 + 100 * i) for i, c in enumerate(cases)]
+    or with ``whole`` the whole judge (every check; ~3 s a run on the joint case). ``law_draws``:
+    the joint case's outputs are host draws of the exact law (``LAW``), not the verifier's."""
+    drawn = [outputs(LAW if law_draws and c.purpose == "joint exact" else fn, c, seed0 + 100 * i)
+             for i, c in enumerate(cases)]
     if whole:
         v = judge_draws(cases, drawn, spec="calibration", device="cpu", seed=seed)
         return [c.name for c in v.failed]
@@ -78,6 +92,18 @@ def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False) -> list
     if stat and any(t["failed"] for _, t in block_tests(stat, seed)):
         out.append("block_law")
     return out
+
+
+def product_failures(case: Case, seed: int) -> list:
+    """The block_law tests on ``case.recipe.batch`` blocks drawn straight from the product law
+    ``p_0 x ... x p_n``: what every lossless verifier's continued rows are, by definition, so the
+    level measured is the test's own whatever the verifier (``--draws product``)."""
+    r = case.recipe
+    rng = np.random.default_rng([seed, 0x9D])
+    cdf = np.cumsum(r.make_problems().target[0].astype(np.float64), axis=1)
+    seq = np.stack([cdf_draw(cdf[j], rng.random(r.batch)) for j in range(r.n + 1)], 1)
+    level = np.broadcast_to(np.arange(r.n + 1), seq.shape)
+    return ["block_law"] if any(t["failed"] for _, t in sequence_tests([(case, seq, level)])) else []
 
 
 def block_tv(fn, recipe, rows: int, seed: int = 0) -> float:
@@ -115,6 +141,9 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="null,tv,power")
     ap.add_argument("--out", default=None)
     ap.add_argument("--whole", action="store_true", help="judge every check, not only the new ones")
+    ap.add_argument("--draws", choices=("verifier", "law", "product"), default="verifier",
+                    help="null part: law draws the joint case from the token-level law on the host; product "
+                         "draws its continued blocks from the product law (fastest; module docstring)")
     ap.add_argument("--kinds", default=",".join(verify_hostile.LOSSY), help="the lossy kinds of the power part")
     ap.add_argument("--tv-from", default=None, help="a JSON-lines file of an earlier run's tv rows, read instead")
     args = ap.parse_args(argv)
@@ -133,12 +162,18 @@ def main(argv=None) -> int:
         for s in range(args.first_seed, args.first_seed + args.seeds):
             cases = [c for c in statistical_cases("quick", seed=s) if c.purpose in ("joint exact", "independence")]
             name, fn = NULL[s % len(NULL)]
-            f = failed_checks(fn, cases, 10 ** 6 * (s + 1), s, args.whole)
+            if args.draws == "product":
+                joint = [c for c in cases if c.purpose == "joint exact"]
+                f = failed_checks(fn, [c for c in cases if c not in joint], 10 ** 6 * (s + 1), s)
+                f += product_failures(joint[0], s)
+            else:
+                f = failed_checks(fn, cases, 10 ** 6 * (s + 1), s, args.whole, args.draws == "law")
             fails.append(f)
             by[name].append(f)
             if f:
                 print(json.dumps({"seed": s, "verifier": name, "failed": f}), flush=True)
-        emit(_row({"part": "null", "verifiers": [n for n, _ in NULL], "first_seed": args.first_seed}, fails,
+        emit(_row({"part": "null", "verifiers": [n for n, _ in NULL], "first_seed": args.first_seed,
+                   "joint case drawn by": {"law": "the token-level law on the host", "product": "the product law (continued blocks)"}.get(args.draws, "the verifier")}, fails,
                   len(fails), {"seconds": round(time.perf_counter() - t0, 1),
                                "by_verifier": {n: sum(bool(x) for x in v) for n, v in by.items()},
                                "runs_by_verifier": {n: len(v) for n, v in by.items()}}))

@@ -13,11 +13,12 @@ so under a lossless verifier a row of a one-problem recipe is a draw of ``p_0 x 
   (``equiv.stats.joint.table_test``), and every pair of positions' two-way margin
   (``margin_tables``): a deviation that lives only after two accepted drafts is a deviation of
   the whole table.
-- *At any V* (every statistical lossless case): the *pair score* of positions ``j < k``,
-  ``sum_rows (s_j(x_j) - m_j)(s_k(x_k) - m_k)`` with ``s_j = p_j`` the target score of
-  lossless.py (its exact mean ``m_j`` and variance ``v_j`` known): zero mean under the product
-  law, variance ``sum v_j v_k``, each term bounded by ``max|s_j - m_j| max|s_k - m_k|``, so
-  Bernstein's inequality gives a p-value at every sample size (as lossless.score_tests). It
+- *At any V* (every statistical lossless case): the *pair score*, per row
+  ``T = sum_{j<k} (s_j(x_j) - m_j)(s_k(x_k) - m_k)`` with ``s_j = p_j`` the target score of
+  lossless.py (its exact mean ``m_j`` and variance ``v_j`` known): under the product law the rows'
+  ``T`` are independent with mean 0 and variance ``sum_{j<k} v_j v_k`` (the cross terms vanish),
+  and ``|T| <= sum_{j<k} t_j t_k`` with ``t_j = max |s_j - m_j|``, so Bernstein's inequality over
+  the rows gives a p-value at every sample size (as lossless.score_tests). It
   sees blocks whose positions lean to the head together (runs of drafts kept too often) or
   apart. Pooled over cases and per (family, purpose).
 
@@ -57,13 +58,21 @@ def _sequences(case, draws, seed):
 
 def block_tests(cases_draws, seed: int, alpha: float = BLOCK_ALPHA) -> list:
     """``[(case, test dict)]`` of the exact tables and the pair scores (module docstring)."""
-    tables, scores = [], {}
+    items = []
     for case, draws in cases_draws:
         got = _sequences(case, draws, seed)
-        if got is None:
-            continue
+        if got is not None:
+            items.append((case,) + got)
+    return sequence_tests(items, alpha)
+
+
+def sequence_tests(items, alpha: float = BLOCK_ALPHA) -> list:
+    """The tests of ``block_tests`` on continued blocks ``items = [(case, seq [N, n+1], level
+    [N, n+1])]`` (what a lossless verifier's rows become: under the null, draws of the product
+    law; the calibration draws them so: scripts/verify_joint_calibration.py)."""
+    tables, scores = [], {}
+    for case, seq, level in items:
         r = case.recipe
-        seq, level = got
         if exact_eligible(r):
             laws = r.make_problems().target[0].astype(np.float64)
             laws = laws / laws.sum(1, keepdims=True)
@@ -79,19 +88,20 @@ def block_tests(cases_draws, seed: int, alpha: float = BLOCK_ALPHA) -> list:
             tables += [(case, "margins", m) for m in margin_tables(label, seq, laws)]
         if r.n >= 1:
             sc, mean, var, _ = score_table(r)
-            lv, tok = level, seq
-            dev = sc[0][lv, tok].astype(np.float64) - mean[0][lv]           # [rows, n+1]
-            v = var[0][lv]
-            top = np.abs(sc[0].astype(np.float64) - mean[0][:, None]).max(1)[lv]
-            for j in range(r.n + 1):
-                for k in range(j + 1, r.n + 1):
-                    for g in ("pooled", f"{r.family}:{case.purpose or 'case'}"):
-                        acc = scores.setdefault(g, [0.0, 0.0, 0.0, 0.0, 0, case])
-                        acc[0] += float((dev[:, j] * dev[:, k]).sum())
-                        acc[1] += float((v[:, j] * v[:, k]).sum())
-                        acc[2] = max(acc[2], float((top[:, j] * top[:, k]).max()))
-                        acc[3] += float((top[:, j] * top[:, k]).sum())
-                        acc[4] += int(dev.shape[0])
+            dev = sc[0][level, seq].astype(np.float64) - mean[0][level]               # [rows, n+1]
+            v = var[0][level]
+            top = np.abs(sc[0].astype(np.float64) - mean[0][:, None]).max(1)[level]
+            upper = np.triu_indices(r.n + 1, 1)
+            row_sum = ((dev.sum(1) ** 2 - (dev ** 2).sum(1)) / 2)                  # sum_{j<k} dev_j dev_k
+            row_bound = (top.sum(1) ** 2 - (top ** 2).sum(1)) / 2                  # |row_sum| <= this
+            varsum = float((v.T @ v)[upper].sum())
+            for g in ("pooled", f"{r.family}:{case.purpose or 'case'}"):
+                acc = scores.setdefault(g, [0.0, 0.0, 0.0, 0.0, 0, case])
+                acc[0] += float(row_sum.sum())
+                acc[1] += varsum
+                acc[2] = max(acc[2], float(row_bound.max()))
+                acc[3] += float(row_bound.sum())
+                acc[4] += int(dev.shape[0])
     out = []
     n_whole = sum(kind == "whole" for _, kind, _ in tables)
     n_margin = len(tables) - n_whole
