@@ -1,0 +1,91 @@
+"""Live decoding on a real model: the prompt set, the sizes, and the end-to-end figures.
+
+Plan. ``run_mtp(model="smollm2")`` builds a ``RealLM`` here (``build``) over the shipped prompt
+set (``fixtures/prompts/smollm2.json``: plain and chat-formatted word problems, code and prose;
+``load_prompts``), sized by ``REAL_BUDGETS``: ``sequences`` is the number of prompts (the first
+ones of the set), ``rounds`` the verify rounds, and ``replicas`` the seeds each prompt is
+sampled with under ``target_only`` (greedy replicas would be one computation). Beside the
+per-record checks the harness makes for every model, a real model gets the figures the incident
+was judged by (``end_to_end``): per path, the prompts whose greedy-verified text is
+token-identical to plain greedy decoding, the invalid-output rate, and under sampling the
+emitted text's law against plain sampling from the target over independent seeds
+(``equiv.stats.text_law_test``), plus the texts themselves in the JSON.
+"""
+from __future__ import annotations
+
+import json
+
+from equiv.errors import InvalidArgument
+
+MODELS = ("synthetic", "smollm2")
+REAL_BUDGETS = {
+    "quick": {"cpu": {"sequences": 8, "rounds": 6, "replicas": 4},
+              "cuda": {"sequences": 8, "rounds": 16, "replicas": 16}},
+    "default": {"cpu": {"sequences": 8, "rounds": 8, "replicas": 4},
+                "cuda": {"sequences": 8, "rounds": 32, "replicas": 32}},
+}
+TEXT_LAW_POSITIONS = 8
+
+
+def load_prompts(path=None) -> list:
+    """``[{"name", "kind", "topic", "text"}]`` of the prompt file; a ``chat`` prompt's ``text`` is
+    wrapped in the model's chat template (``prompt`` key: what the model reads)."""
+    from equiv.fixtures import path as fixture
+    from equiv.mtp.smollm2 import chat_prompt
+
+    file = path or fixture("prompts", "smollm2.json")
+    try:
+        with open(file, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(f"prompts {str(file)!r} are not readable JSON: {exc}") from None
+    out = []
+    for p in data["prompts"]:
+        prompt = chat_prompt(p["text"]) if p["kind"] == "chat" else p["text"]
+        out.append(dict(p, prompt=prompt))
+    return out
+
+
+def build(draft, device, sequences, prompts_file=None):
+    """``(RealLM, prompt records)`` over the first ``sequences`` prompts."""
+    from equiv.mtp.real import RealLM
+
+    prompts = load_prompts(prompts_file)
+    if sequences > len(prompts):
+        raise InvalidArgument(f"sequences={sequences} is more than the {len(prompts)} shipped prompts")
+    prompts = prompts[:sequences]
+    return RealLM([p["prompt"] for p in prompts], draft=draft, device=device), prompts
+
+
+def end_to_end(records, model, prompts, plain, greedy_tokens) -> dict:
+    """Per path: greedy text identical to plain greedy (prompts), invalid-output rate, sampling law."""
+    out = {"prompts": [p["name"] for p in prompts],
+           "plain_greedy_text": [model.decode_text(t) for t in greedy_tokens]
+           if greedy_tokens is not None else None,
+           "plain_sampling_text": [model.decode_text(t) for t in plain[:len(prompts)]]
+           if plain is not None else None,
+           "paths": {}}
+    for r in records:
+        if not r.applicable or r.metrics is None:
+            continue
+        row = out["paths"].setdefault(r.path, {"invalid_output_rate": 0.0})
+        row["invalid_output_rate"] = max(row["invalid_output_rate"], r.metrics.invalid_output_rate)
+        if r.consumer == "greedy" and r.lossless_detail is not None and hasattr(r.lossless_detail, "identical"):
+            d = r.lossless_detail
+            row["greedy_identical_prompts"] = f"{d.sequences - d.mismatched_sequences}/{d.sequences}"
+        if r.sampling_law is not None:
+            row["sampling_law"] = r.sampling_law.to_json()
+    return out
+
+
+def format_end_to_end(e2e) -> str:
+    lines = ["end to end (per path): greedy text == plain greedy (prompts), invalid output, "
+             "sampled text vs plain sampling (min p over prompt x position, Bonferroni)"]
+    for path, row in e2e["paths"].items():
+        law = row.get("sampling_law")
+        law_s = "-" if law is None else (
+            f"{'same law' if law['same_law'] else 'DIFFERENT'} (min p {law['min_p_value']:.3g} "
+            f"over {law['tests']} tables)" if law["min_p_value"] is not None else "no table to test")
+        lines.append(f"  {path}: greedy identical {row.get('greedy_identical_prompts', '-')}, "
+                     f"invalid {row['invalid_output_rate']:.2%}, sampling: {law_s}")
+    return "\n".join(lines)
