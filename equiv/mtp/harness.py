@@ -316,6 +316,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     ``bf16`` or ``exit:L``)."""
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
+    from equiv.mtp.compact import CompactTrace
     from equiv.mtp.traces import Trace, TraceLM, load_trace
     from equiv.ops.draft_topk.paths import get_path
 
@@ -347,7 +348,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         model, prompts = build_real(draft, device, sequences)
         vocab = model.vocab
     elif trace is not None:
-        tr = trace if isinstance(trace, Trace) else load_trace(trace)
+        tr = trace if isinstance(trace, (Trace, CompactTrace)) else load_trace(trace)
         if steps > tr.steps:
             raise InvalidArgument(f"steps={steps} is more than the trace's {tr.steps} draft depths")
         if vocab is not None and vocab != tr.vocab:
