@@ -42,7 +42,8 @@ from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED
 from equiv.mtp.live import MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
 from equiv.mtp.live import build as build_real
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
-from equiv.mtp.real import DEFAULT_DRAFT
+from equiv.mtp.real import DEFAULT_DRAFT, parse_draft
+from equiv.mtp.smollm2 import LAYERS as SMOLLM2_LAYERS
 from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.stats.twosample import text_law_test
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
@@ -345,6 +346,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         sequences = real["sequences"] if sequences is None else check_int("sequences", sequences, min_value=2)
         rounds = real["rounds"] if rounds is None else check_int("rounds", rounds, min_value=1)
         replicas, draft = real["replicas"], draft or DEFAULT_DRAFT
+        parse_draft(draft, SMOLLM2_LAYERS)       # a bad name: exit 2 before the model loads
         model, prompts = build_real(draft, device, sequences)
         vocab = model.vocab
     elif trace is not None:

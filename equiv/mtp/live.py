@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from equiv.errors import InvalidArgument
+from equiv.fixtures import path as fixture
+from equiv.mtp.decoding import greedy_reference, sample_reference
+from equiv.mtp.real import RealLM
+from equiv.mtp.smollm2 import chat_prompt
+from equiv.ops.draft_topk.confidence import BANDS
 
 MODELS = ("synthetic", "smollm2")
 REAL_BUDGETS = {
@@ -30,9 +37,6 @@ TEXT_LAW_POSITIONS = 8
 def load_prompts(path=None) -> list:
     """``[{"name", "kind", "topic", "text"}]`` of the prompt file; a ``chat`` prompt's ``text`` is
     wrapped in the model's chat template (``prompt`` key: what the model reads)."""
-    from equiv.fixtures import path as fixture
-    from equiv.mtp.smollm2 import chat_prompt
-
     file = path or fixture("prompts", "smollm2.json")
     try:
         with open(file, encoding="utf-8") as fh:
@@ -48,8 +52,6 @@ def load_prompts(path=None) -> list:
 
 def build(draft, device, sequences, prompts_file=None):
     """``(RealLM, prompt records)`` over the first ``sequences`` prompts."""
-    from equiv.mtp.real import RealLM
-
     prompts = load_prompts(prompts_file)
     if sequences > len(prompts):
         raise InvalidArgument(f"sequences={sequences} is more than the {len(prompts)} shipped prompts")
@@ -89,3 +91,32 @@ def format_end_to_end(e2e) -> str:
         lines.append(f"  {path}: greedy identical {row.get('greedy_identical_prompts', '-')}, "
                      f"invalid {row['invalid_output_rate']:.2%}, sampling: {law_s}")
     return "\n".join(lines)
+
+
+def top1_distribution(lm, sequences: int, length: int, replicas: int = 0, seed: int = 0) -> dict:
+    """The target's top-1 probability at every position of greedy decoding (and of plain
+    sampling with ``replicas`` seeds a prompt) of ``lm``'s first ``sequences`` prompts, binned in
+    the draft gate's ``confident`` bands (``equiv.ops.draft_topk.confidence.BANDS``)."""
+    import torch
+
+    def walk(tokens):
+        ctx, out = lm.initial_contexts(tokens.shape[0]), []
+        with torch.inference_mode():
+            for j in range(tokens.shape[1]):
+                out.append(torch.softmax(lm.target_logits(ctx).double(), -1).max(-1).values.cpu().numpy())
+                ctx = lm.next_context(ctx, torch.from_numpy(tokens[:, j]).to(ctx.device))
+        return np.concatenate(out)
+
+    result = {}
+    runs = [("greedy", greedy_reference(lm, sequences, length))]
+    if replicas:
+        runs.append(("sampling", sample_reference(lm, sequences * replicas, length, seed)))
+    for name, tokens in runs:
+        p = walk(tokens)
+        q = 1.0 - p                              # the bands partition p (BANDS' order)
+        band = np.select([p < 0.1, p < 0.9, q > 1e-3, q >= 1e-5], [0, 1, 2, 3], 4)
+        shares = np.bincount(band, minlength=len(BANDS)) / max(p.size, 1)
+        result[name] = {"positions": int(p.size), "band_shares": [round(s, 4) for s in shares],
+                        "above_0.999": round(float((p > 0.999).mean()), 4),
+                        "quantiles": {q: round(float(np.quantile(p, q)), 4) for q in (0.1, 0.25, 0.5, 0.75, 0.9)}}
+    return result

