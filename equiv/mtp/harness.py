@@ -39,7 +39,7 @@ import numpy as np
 from equiv.errors import InvalidArgument
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
                                 TREE_TOPK, DecodeOutcome, decode, greedy_reference, sample_reference)
-from equiv.mtp.live import MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
+from equiv.mtp.live import MIN_SAMPLED_TOKENS, MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
 from equiv.mtp.live import build as build_real
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
 from equiv.mtp.real import DEFAULT_DRAFT, parse_draft
@@ -345,7 +345,9 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
                                   f"(V is the model's): leave it out")
         sequences = real["sequences"] if sequences is None else check_int("sequences", sequences, min_value=2)
         rounds = real["rounds"] if rounds is None else check_int("rounds", rounds, min_value=1)
-        replicas, draft = real["replicas"], draft or DEFAULT_DRAFT
+        # enough sampled tokens for the PIT test (a round emits >= 1 token a sequence)
+        replicas = max(real["replicas"], -(-MIN_SAMPLED_TOKENS // (sequences * rounds)))
+        draft = draft or DEFAULT_DRAFT
         parse_draft(draft, SMOLLM2_LAYERS)       # a bad name: exit 2 before the model loads
         model, prompts = build_real(draft, device, sequences)
         vocab = model.vocab

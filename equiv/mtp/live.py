@@ -4,7 +4,8 @@ Plan. ``run_mtp(model="smollm2")`` builds a ``RealLM`` here (``build``) over the
 set (``fixtures/prompts/smollm2.json``: plain and chat-formatted word problems, code and prose;
 ``load_prompts``), sized by ``REAL_BUDGETS``: ``sequences`` is the number of prompts (the first
 ones of the set), ``rounds`` the verify rounds, and ``replicas`` the seeds each prompt is
-sampled with under ``target_only`` (greedy replicas would be one computation). Beside the
+sampled with under ``target_only`` (greedy replicas would be one computation), raised where
+needed so that ``target_only`` emits at least ``MIN_SAMPLED_TOKENS`` for its PIT test. Beside the
 per-record checks the harness makes for every model, a real model gets the figures the incident
 was judged by (``end_to_end``): per path, the prompts whose greedy-verified text is
 token-identical to plain greedy decoding, the invalid-output rate, and under sampling the
@@ -32,6 +33,7 @@ REAL_BUDGETS = {
                 "cuda": {"sequences": 8, "rounds": 32, "replicas": 32}},
 }
 TEXT_LAW_POSITIONS = 8
+MIN_SAMPLED_TOKENS = 160           # replicas grow so target_only emits >= this many
 
 
 def load_prompts(path=None) -> list:

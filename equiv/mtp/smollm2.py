@@ -68,7 +68,9 @@ def model_file() -> str:
     return str(path)
 
 
+@functools.lru_cache(maxsize=2)
 def _reader(path):
+    """One parsed ``gguf.GGUFReader`` a file, shared by the weights and the tokenizer."""
     try:
         import gguf
     except ImportError:
