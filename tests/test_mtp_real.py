@@ -161,3 +161,11 @@ def test_bad_usage_is_one_line_and_exit_2(args, message):
     assert proc.returncode == 2, proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+@pytest.mark.equiv_gpu
+def test_smoke_on_cuda_matches_the_published_continuation():
+    run = run_mtp(None, ["greedy", "tree"], model="smollm2", draft="bf16", sequences=2, rounds=4,
+                  device="cuda")
+    assert run.passed, [r.to_json() for r in run.failures]
+    assert run.end_to_end["plain_greedy_text"][0].startswith(" Paris")
