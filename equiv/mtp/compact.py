@@ -25,7 +25,8 @@ in /1, plus ``k``), ``tokens``, ``lengths`` (as in /1), ``vocab`` (int64 scalar)
 ``target_topi``/``target_topv`` ``[N, T, k]``, ``target_lse`` ``[N, T]``,
 ``draft_topi``/``draft_topv`` ``[R, k]``, ``draft_lse`` ``[R]``, ``draft_index`` ``[N, T, S]``.
 Uncompressed it costs ``k * (2 + index bytes) + 4`` bytes a target row, the same a draft row
-and ``4 S`` for the index: ``bytes_per_position(V, k, S, rows_per_position)``.
+and ``4 S`` for the index: ``bytes_per_position(V, k, S, rows_per_position)``. Recording one
+from a real model with its KV cache is ``equiv.mtp.live.record_lm``.
 """
 from __future__ import annotations
 
@@ -131,16 +132,23 @@ def rows(topi, topv, lse, vocab: int):
     return out.scatter_(-1, topi.to(torch.int64), v)
 
 
+def _as_float(array, logits_dtype: str):
+    """float32 torch tensor of a /1 trace's logits (bfloat16 is stored as its raw uint16 bits)."""
+    import torch
+
+    if logits_dtype == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16).float()
+    return torch.from_numpy(np.ascontiguousarray(array)).float()
+
+
 def compact(trace, k: int = DEFAULT_K, meta: dict | None = None) -> CompactTrace:
     """A full ``Trace`` (``equiv-mtp-trace/1``) as a ``CompactTrace``, identical draft rows stored
     once (compared bit for bit)."""
-    from equiv.mtp.traces import _to_torch
-
     if not isinstance(k, int) or k < 1:
         raise InvalidArgument(f"k={k!r} is invalid: it must be an integer >= 1")
-    target = _to_torch(trace.target_logits, trace.logits_dtype).float()
+    target = _as_float(trace.target_logits, trace.logits_dtype)
     ti, tv, tl = top_rows(target, k)
-    draft = _to_torch(trace.draft_logits, trace.logits_dtype).float()
+    draft = _as_float(trace.draft_logits, trace.logits_dtype)
     N, T, S, V = draft.shape
     flat = draft.reshape(-1, V)
     present = np.zeros(N * T * S, dtype=bool)
@@ -211,51 +219,6 @@ def from_arrays(arrays: dict, meta: dict) -> CompactTrace:
         arrays["tokens"], arrays["lengths"], int(arrays["vocab"]), arrays["target_topi"],
         arrays["target_topv"], arrays["target_lse"], arrays["draft_topi"], arrays["draft_topv"],
         arrays["draft_lse"], arrays["draft_index"], meta))
-
-
-def record_lm(lm, sequences: int, length: int, steps: int = 3, *, full: bool = False, k: int = DEFAULT_K,
-              meta: dict | None = None):
-    """Record ``length`` greedy tokens of each of ``lm``'s first ``sequences`` prompts with its
-    KV cache (an ``equiv.mtp.real.RealLM``: one batched step a token): a ``CompactTrace``, or the
-    full ``Trace`` (float32) with ``full=True``. A self-draft's row at depth ``j`` of a round at
-    ``t`` is its row after position ``t + j``."""
-    import torch
-
-    from equiv.mtp.traces import Trace
-
-    with torch.inference_mode():
-        ctx = lm.initial_contexts(sequences)
-        targets, drafts, tokens = [], [], []
-        for _ in range(length):
-            tl = lm.target_logits(ctx)
-            targets.append(tl if full else top_rows(tl, k))
-            dl = lm.draft_logits(ctx, 0)
-            drafts.append(dl if full else top_rows(dl, k))
-            tok = tl.argmax(-1)
-            tokens.append(tok.cpu().numpy())
-            ctx = lm.next_context(ctx, tok)
-    tok = np.stack(tokens, 1).astype(np.int64)
-    lens = np.full(sequences, length, dtype=np.int64)
-    meta = dict(meta or {}, **{"source": f"equiv.mtp.compact.record_lm: {lm.kind}, draft {lm.draft_name}"})
-    if full:
-        t = torch.stack(targets, 1).cpu()
-        d_pos = torch.stack(drafts, 1).cpu()                           # [N, T, V]
-        d = torch.zeros(sequences, length, steps, lm.vocab)
-        for j in range(steps):
-            d[:, :length - j, j] = d_pos[:, j:]
-        return Trace(tok, lens, t.numpy(), d.numpy(), "float32", meta)
-    ti = np.stack([r[0] for r in targets], 1)
-    tv = np.stack([r[1] for r in targets], 1)
-    tl_ = np.stack([r[2] for r in targets], 1)
-    di = np.concatenate([r[0] for r in drafts])                      # row = t * N + b
-    dv = np.concatenate([r[1] for r in drafts])
-    dl_ = np.concatenate([r[2] for r in drafts])
-    index = np.full((sequences, length, steps), -1, dtype=np.int32)
-    for j in range(steps):
-        t = np.arange(length - j)
-        index[:, t, j] = ((t + j)[None, :] * sequences + np.arange(sequences)[:, None])
-    return validate_compact(CompactTrace(tok, lens, lm.vocab, ti, tv, tl_, di, dv, dl_, index,
-                                         dict(meta, k=int(min(k, lm.vocab)))))
 
 
 def stored_bytes(tr: CompactTrace) -> int:

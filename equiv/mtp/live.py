@@ -10,7 +10,9 @@ per-record checks the harness makes for every model, a real model gets the figur
 was judged by (``end_to_end``): per path, the prompts whose greedy-verified text is
 token-identical to plain greedy decoding, the invalid-output rate, and under sampling the
 emitted text's law against plain sampling from the target over independent seeds
-(``equiv.stats.text_law_test``), plus the texts themselves in the JSON.
+(``equiv.stats.text_law_test``), plus the texts themselves in the JSON. ``top1_distribution``
+measures the target's top-1 probability in real decoding (the draft gate's ``confident``
+weights); ``record_lm`` records a trace with the model's KV cache, one batched step a token.
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ import numpy as np
 
 from equiv.errors import InvalidArgument
 from equiv.fixtures import path as fixture
+from equiv.mtp.compact import DEFAULT_K, CompactTrace, top_rows, validate_compact
 from equiv.mtp.decoding import greedy_reference, sample_reference
 from equiv.mtp.real import RealLM
 from equiv.mtp.smollm2 import chat_prompt
+from equiv.mtp.traces import Trace
 from equiv.ops.draft_topk.confidence import BANDS
 
 MODELS = ("synthetic", "smollm2")
@@ -122,3 +126,46 @@ def top1_distribution(lm, sequences: int, length: int, replicas: int = 0, seed: 
                         "above_0.999": round(float((p > 0.999).mean()), 4),
                         "quantiles": {q: round(float(np.quantile(p, q)), 4) for q in (0.1, 0.25, 0.5, 0.75, 0.9)}}
     return result
+
+
+def record_lm(lm, sequences: int, length: int, steps: int = 3, *, full: bool = False, k: int = DEFAULT_K,
+              meta: dict | None = None):
+    """Record ``length`` greedy tokens of each of ``lm``'s first ``sequences`` prompts with its
+    KV cache (an ``equiv.mtp.real.RealLM``: one batched step a token): a ``CompactTrace``, or the
+    full ``Trace`` (float32) with ``full=True``. A self-draft's row at depth ``j`` of a round at
+    ``t`` is its row after position ``t + j``."""
+    import torch
+
+    with torch.inference_mode():
+        ctx = lm.initial_contexts(sequences)
+        targets, drafts, tokens = [], [], []
+        for _ in range(length):
+            tl = lm.target_logits(ctx)
+            targets.append(tl if full else top_rows(tl, k))
+            dl = lm.draft_logits(ctx, 0)
+            drafts.append(dl if full else top_rows(dl, k))
+            tok = tl.argmax(-1)
+            tokens.append(tok.cpu().numpy())
+            ctx = lm.next_context(ctx, tok)
+    tok = np.stack(tokens, 1).astype(np.int64)
+    lens = np.full(sequences, length, dtype=np.int64)
+    meta = dict(meta or {}, **{"source": f"equiv.mtp.live.record_lm: {lm.kind}, draft {lm.draft_name}"})
+    if full:
+        t = torch.stack(targets, 1).cpu()
+        d_pos = torch.stack(drafts, 1).cpu()                           # [N, T, V]
+        d = torch.zeros(sequences, length, steps, lm.vocab)
+        for j in range(steps):
+            d[:, :length - j, j] = d_pos[:, j:]
+        return Trace(tok, lens, t.numpy(), d.numpy(), "float32", meta)
+    ti = np.stack([r[0] for r in targets], 1)
+    tv = np.stack([r[1] for r in targets], 1)
+    tl_ = np.stack([r[2] for r in targets], 1)
+    di = np.concatenate([r[0] for r in drafts])                      # row = t * N + b
+    dv = np.concatenate([r[1] for r in drafts])
+    dl_ = np.concatenate([r[2] for r in drafts])
+    index = np.full((sequences, length, steps), -1, dtype=np.int32)
+    for j in range(steps):
+        t = np.arange(length - j)
+        index[:, t, j] = ((t + j)[None, :] * sequences + np.arange(sequences)[:, None])
+    return validate_compact(CompactTrace(tok, lens, lm.vocab, ti, tv, tl_, di, dv, dl_, index,
+                                         dict(meta, k=int(min(k, lm.vocab)))))

@@ -9,7 +9,8 @@ node. A node's work is done once per model: ``_ensure`` collects the requested n
 not computed and their uncomputed ancestors and runs them in one ``LlamaRunner.forward`` (tree
 attention over a KV pool whose slot is the node id), then keeps the node's normalised hidden
 state; logits are made from it on request in fixed row blocks, so a prefix's logits are the
-same whichever call asks. An engine that verifies in a batch computes a prefix's logits with a
+same whichever call asks (the last ``LOGIT_CACHE`` rows are kept: the paths after the first
+read the same prefixes). An engine that verifies in a batch computes a prefix's logits with a
 different GEMM order than one-token decoding; this model, like a batch-invariant engine, does
 not, so the greedy identity below checks the decoding, not the GEMM order.
 
@@ -26,12 +27,15 @@ target's exact law after its context (the vocabulary order), for ``equiv.stats.s
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from equiv.errors import InvalidArgument
 
 DRAFTS = ("bf16", "exit:L")
 DEFAULT_DRAFT = "bf16"
+LOGIT_CACHE = 2048                 # logits rows kept (about 400 MB at V = 49152)
 
 
 def parse_draft(draft: str, layers: int) -> tuple:
@@ -84,6 +88,7 @@ class RealLM:
         self._parent, self._token, self._pos, self._anc = [], [], [], []
         self._children = {}
         self._hidden = {}                     # (runner id, key) -> {node: hidden [D]}
+        self._logit_cache = OrderedDict()     # ((runner id, key), node) -> logits [V]
         self._done = {id(self.target): set(), id(self.draft): set()}
         self.forward_calls = 0
         self.nodes_computed = 0
@@ -151,13 +156,29 @@ class RealLM:
         self.nodes_computed += len(todo)
 
     def _logits(self, runner, key, ctx):
+        """Logits rows of the nodes ``ctx``; the last ``LOGIT_CACHE`` rows made are kept, so the
+        paths and consumers that read a prefix after the first do not multiply again."""
         import torch
 
         nodes = ctx.reshape(-1).tolist()
         self._ensure(runner, nodes)
-        store = self._hidden[(id(runner), key)]
-        hidden = torch.stack([store[n] for n in nodes]).float()
-        return runner.logits(hidden).view(*ctx.shape, self.vocab)
+        tag = (id(runner), key)
+        cache = self._logit_cache
+        missing = sorted({n for n in nodes if (tag, n) not in cache})
+        if missing:
+            store = self._hidden[tag]
+            made = runner.logits(torch.stack([store[n] for n in missing]).float())
+            for n, row in zip(missing, made):
+                cache[(tag, n)] = row
+        rows = []
+        for n in nodes:
+            cache.move_to_end((tag, n))
+            rows.append(cache[(tag, n)])
+        while len(cache) > LOGIT_CACHE:
+            cache.popitem(last=False)
+        if not rows:
+            return torch.zeros((*ctx.shape, self.vocab), device=self.device)
+        return torch.stack(rows).view(*ctx.shape, self.vocab)
 
     # -- the model interface ---------------------------------------------------------------
     def supports(self, consumer: str) -> bool:
