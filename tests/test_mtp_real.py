@@ -144,7 +144,8 @@ def test_a_path_drafting_out_of_range_fails_on_the_real_model(tmp_path):
     run = run_mtp([f"{cand}:draft_topk"], ["greedy"], model="smollm2", draft="exit:24", sequences=2,
                   rounds=2, device="cpu")
     rec = run.records[0]
-    assert rec.failed_checks == ("invalid_output",) and not run.passed
+    assert "invalid_output" in rec.failed_checks and not run.passed      # and it accepts nothing
+    assert rec.metrics.invalid_output_rate == 1.0 and rec.metrics.accepted_tokens == 0
     assert "--model smollm2 --draft exit:24" in rec.repro
 
 
