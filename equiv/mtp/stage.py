@@ -10,6 +10,7 @@ hands this function to the draft op's gate plan as a feature stage (a feature si
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from equiv.checks import Check, Stage, stage_of
 from equiv.mtp.harness import run_mtp
