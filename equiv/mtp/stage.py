@@ -73,14 +73,15 @@ def mtp_checks(spec, *, ks, device: str, seed: int, vocab: int, timeout: float |
             else:
                 why = ", ".join(r["failed_checks"]) + (f": {r['error']}" if r.get("error") else "")
                 repro = r["repro"] if r["repro"].startswith("REPRO:") else "REPRO: " + r["repro"]
-                checks.append(Check("mtp", name, False, f"{why}; {detail}"[:400], subject=r["consumer"], repro=repro))
+                checks.append(Check("mtp", name, False, f"{why}; {detail}"[:400], subject=r["consumer"], repro=repro,
+                                    evidence={"k": tree_k or 1}))
     dt = time.perf_counter() - t0
     checks = [replace(c, duration_s=dt / max(len(checks), 1)) for c in checks]
     why = ("not applicable: " + "; ".join(not_asked)) if not_asked else ""
     if not checks:
         return [], Stage("mtp", "not applicable", why="; ".join(not_asked) or "no consumer applies")
     return checks, stage_of("mtp", checks, {"consumers": [c.name for c in checks], "contexts": used,
-                                          "summary": ", ".join(c.subject or c.name for c in checks)
+                                          "summary": ", ".join(c.name.removeprefix("mtp:") for c in checks)
                                           + ("; contexts " + ", ".join(f"{c} {n}" for c, n in used.items())
                                              if used else "")}, why)
 

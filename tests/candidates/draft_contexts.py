@@ -8,7 +8,9 @@ Each wrong one is an ordinary bug of a real kernel, right everywhere else:
 - ``wrong_off_main_thread``: a per-thread workspace that only the main thread initialises;
 - ``wrong_at_half_tile``: 128-wide tiles that drop a last half tile (V % 128 == 64: Phi-3's 32064);
 - ``wrong_past_4096_rows``: a grid capped at 4096 rows that wraps around (row b answers row b - 4096);
-- ``stale_ring_8``: outputs are views into a ring of 8 buffers: an output changes 8 calls later;
+- ``stale_ring_8``: outputs are views into a ring of 8 buffers per shape: an output changes 8
+  calls later (``stale_ring_3``: 3 calls later, which the per-call re-check of ``equiv.run``
+  already sees);
 - ``switches_after_100_calls``: a per-shape autotuner that switches to a broken config at call 101;
 - ``wrong_at_k_ge_2``: right at k = 1 (a top-1 fast path), a general path that ranks the logits
   but normalizes over the top-k only.
@@ -72,18 +74,26 @@ def wrong_past_4096_rows(logits, k):
 _RING: dict = {}
 
 
-def stale_ring_8(logits, k):
+def _ring(logits, k, size):
     p, i = _right(logits, k)
-    key = (tuple(p.shape), p.device.type)
+    key = (tuple(p.shape), p.device.type, size)
     if key not in _RING:
         with torch.inference_mode(False):        # ordinary tensors: usable in every context
-            _RING[key] = [[(torch.empty_like(p), torch.empty_like(i)) for _ in range(8)], 0]
+            _RING[key] = [[(torch.empty_like(p), torch.empty_like(i)) for _ in range(size)], 0]
     ring = _RING[key]
-    slot = ring[0][ring[1] % 8]
+    slot = ring[0][ring[1] % size]
     ring[1] += 1
     slot[0].copy_(p)
     slot[1].copy_(i)
     return slot
+
+
+def stale_ring_8(logits, k):
+    return _ring(logits, k, 8)
+
+
+def stale_ring_3(logits, k):
+    return _ring(logits, k, 3)
 
 
 _SEEN: dict = {}

@@ -210,7 +210,7 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     if progress and load is None:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
-    diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
+    diagnosis = for_gate(spec, checks, k=ks[0], ks=ks, device=device, timeout=timeout,
                          elapsed_s=time.perf_counter() - t0)
     coverage = gate_coverage(done, budget)
     return GateResult(candidate=spec.text, passed=passed,
