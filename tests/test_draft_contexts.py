@@ -220,3 +220,18 @@ def test_diagnosis_names_staleness_n_calls_later(name, n):
     diag = diagnose(spec(name), [check], k=1, device="cpu", timeout=60, budget_s=60)
     assert [d.cause for d in diag.defects] == ["output_reused"], diag.summary()
     assert f"overwritten {n} calls later" in diag.defects[0].evidence
+
+
+@pytest.mark.equiv_gpu
+def test_side_stream_runs_off_the_current_stream_on_a_gpu():
+    assert "side_stream" in available("cuda")
+
+    def where(x, k):
+        return torch.cuda.current_stream().cuda_stream, x.sum().item()
+
+    x = torch.ones(4, 8, device="cuda")
+    stream, total = call_in("side_stream", where, (x, 1), "cuda")
+    assert stream != torch.cuda.current_stream().cuda_stream and total == 32.0
+    res = compare(spec("correct_reference"), Recipe(family="gaussian", seed=0, batch=2, vocab=1025),
+                  device="cuda", context="side_stream", timeout=120)
+    assert res.passed and res.context == "side_stream"

@@ -81,9 +81,9 @@ def k_dependent(spec, failing, ks, device, timeout):
         return None, 2
     bad_ks = sorted({k for k, _ in known})
     claimed = [c.name for k, c in known] + [c.name for c in failing if c.name in ALWAYS_K2]
-    evidence = (f"right at k = {ks[0]} on {recipe}, wrong at k = {k_bad} on the same input "
-                f"({_first_line(at_bad)}); failing checks at k = {', '.join(map(str, bad_ks))}, "
-                f"none at k = {ks[0]}")
+    evidence = (f"right at k = {ks[0]} on {recipe}, wrong at k = {k_bad} on the same input; failing "
+                f"checks at k = {', '.join(map(str, bad_ks))}, none at k = {ks[0]}; at k = {k_bad}: "
+                f"{_first_line(at_bad)}")
     return _defect("k_dependent", f"{recipe} at k = {k_bad}", evidence, claimed, at_bad.repro,
                    {"passing_k": [ks[0]], "failing_k": bad_ks}), 2
 
@@ -111,8 +111,8 @@ def context_dependent(spec, failing, device, timeout):
         if (not compare(spec, other, k=kk, timeout=timeout, device=device, context=bad[0]).passed
                 and compare(spec, other, k=kk, timeout=timeout, device=device, context=good[0]).passed):
             claimed.append(c.name)
-    evidence = (f"{recipe} at k = {k} fails under {', '.join(bad)} ({_first_line(results[bad[0]])}) and "
-                f"passes under {', '.join(good)}")
+    evidence = (f"{recipe} at k = {k} fails under {', '.join(bad)} and passes under {', '.join(good)}; "
+                f"under {bad[0]}: {_first_line(results[bad[0]])}")
     return _defect("context_dependent", f"{recipe} called under {bad[0]}", evidence, claimed,
                    results[bad[0]].repro, {"failing_contexts": bad, "passing_contexts": good}), calls
 
