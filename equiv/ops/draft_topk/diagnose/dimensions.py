@@ -16,7 +16,8 @@ Plan
 - ``context_dependent``: a failing check's recipe is re-run in every context the device offers
   (``equiv.run.context.available``); it must fail in its own and pass in at least one other.
   The defect names the failing contexts, and claims every failing check whose own context is one
-  of them, and every other failing check whose recipe (``Check.recipe``) fails again in a failing
+  of them, the failing MTP checks (the decoder deals every context over its calls), and every
+  other failing check whose recipe (``Check.recipe``) fails again in a failing
   context and passes in a passing one (a property's input: the suite draws its context per input).
 Each re-run is one ``compare`` through the candidate's runner (a few calls in all). The rest of
 the failing checks go to the usual isolation (``diagnose``).
@@ -102,6 +103,7 @@ def context_dependent(spec, failing, device, timeout):
     if not good or context_of(first) not in bad:
         return None, calls
     claimed = [c.name for c in failing if context_of(c) in bad]
+    claimed += [c.name for c in failing if c.stage == "mtp"]    # the decoder deals every context
     for c in failing:                            # a property's input: its context was drawn per input
         other = _recipe(c)
         if c.name in claimed or other is None or context_of(c):
