@@ -179,6 +179,11 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                 ks = support.accepted or AUTO_KS[:1]
                 thin = ks[1:]                    # the first accepted k gets the whole shape plan
                 k_note = support.note()
+                if support.problem:              # a hang or an exit while probing: a failure
+                    checks.append(Check("tolerance", "tolerance:k-support", False,
+                                        f"the candidate {support.problem} (when called at k = "
+                                        f"{', '.join(map(str, AUTO_KS))} to see which k it accepts)",
+                                        outcome=support.kind))
             by_name = {}
             order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
             for n, name in enumerate(order):

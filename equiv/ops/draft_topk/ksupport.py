@@ -15,7 +15,9 @@ Plan
   Any other outcome (an answer, right or wrong; another exception; a hang) counts as accepted,
   so the stages judge that k and a broken kernel fails there rather than being excused here.
 - ``accepted(runner, ks, timeout)`` runs the probe through the candidate's runner and returns
-  a ``KSupport``: the accepted ks in order and, for each refused k, why.
+  a ``KSupport``: the accepted ks in order and, for each refused k, why; a probe that ended
+  abnormally (a hang, an exit) accepts every k and says how it ended (``problem``), which the
+  gate reports as a failed check.
 - An explicit ``--k`` is judged as asked: nothing is probed and a NotImplementedError is a
   failure like any raise.
 """
@@ -33,6 +35,8 @@ class KSupport:
 
     accepted: tuple
     refused: dict = field(default_factory=dict)
+    problem: str | None = None                   # how the probe ended when not normally
+    kind: str | None = None                      # its ``CallOutcome.kind``
 
     def note(self) -> str:
         return "; ".join(f"k={k} not judged: {why}" for k, why in self.refused.items())
@@ -82,7 +86,9 @@ def probe(fn, device, payload) -> dict:
 def accepted(runner, ks=AUTO_KS, timeout=None) -> KSupport:
     """``probe`` through ``runner``; an abnormal end accepts every k (the stages then judge it)."""
     out = runner.probe("equiv.ops.draft_topk.ksupport:probe", {"ks": tuple(ks)}, timeout=timeout)
-    if not out.ok or not isinstance(out.value, dict):
+    if not out.ok:
+        return KSupport(tuple(ks), problem=out.problem, kind=out.kind)
+    if not isinstance(out.value, dict):
         return KSupport(tuple(ks))
     refused = {k: why for k, why in out.value.items() if why}
     return KSupport(tuple(k for k in ks if k not in refused), refused)

@@ -203,10 +203,9 @@ def reach(recipes, contexts=()) -> dict:
         if r.family == "confident":
             dims["confidence"].update(row_bands(r))
     out = {k: sorted(v) for k, v in dims.items()}
-    out["largest shape"] = max(shapes, key=lambda s: s[0] * s[1], default=None)
-    if out["largest shape"]:
-        b, v = out["largest shape"]
-        out["largest shape"] = f"[{b}, {v}] ({b * v / 2 ** 31:.3g} x 2**31 elements)"
+    largest = max(shapes, key=lambda s: s[0] * s[1], default=None)
+    out["largest shape"] = "none" if largest is None else (
+        f"[{largest[0]}, {largest[1]}] ({largest[0] * largest[1] / 2 ** 31:.3g} x 2**31 elements)")
     return out
 
 
