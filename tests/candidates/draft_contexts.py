@@ -6,7 +6,8 @@ Each wrong one is an ordinary bug of a real kernel, right everywhere else:
 - ``wrong_under_inference_mode``, ``wrong_under_no_grad``: a "fast path" taken when autograd is
   off, that normalizes over the first 128-wide tile only (the engine's call: inference mode);
 - ``wrong_off_main_thread``: a per-thread workspace that only the main thread initialises;
-- ``wrong_at_half_tile``: 128-wide tiles that drop a last half tile (V % 128 == 64: Phi-3's 32064);
+- ``wrong_at_half_tile``: 128-wide tiles whose last one is loaded whole when V % 128 == 64 (Phi-3's
+  32064): 64 elements past each row are read;
 - ``wrong_past_4096_rows``: a grid capped at 4096 rows that wraps around (row b answers row b - 4096);
 - ``stale_ring_8``: outputs are views into a ring of 8 buffers per shape: an output changes 8
   calls later (``stale_ring_3``: 3 calls later, which the per-call re-check of ``equiv.run``
@@ -57,8 +58,10 @@ def wrong_off_main_thread(logits, k):
 def wrong_at_half_tile(logits, k):
     v = logits.shape[-1]
     if v % 128 == 64:
-        kept = logits[:, : v - 64].float()       # the last half tile is never loaded
-        p = torch.softmax(kept, -1)
+        # the last tile is loaded whole: 64 elements past each row (the next row's, the padding,
+        # or what follows the last row) join the softmax and may win the max
+        rows = torch.as_strided(logits, (logits.shape[0], v + 64), (logits.stride(0), 1))
+        p = torch.softmax(rows.float(), -1)
         return p.topk(k, -1)
     return _right(logits, k)
 
