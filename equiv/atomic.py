@@ -27,6 +27,8 @@ import sys
 import tempfile
 
 from equiv.errors import InvalidArgument, OutputError
+from equiv._version import __version__
+from equiv.sanitize import clean_data
 
 STDOUT = "-"
 
@@ -138,9 +140,6 @@ def _write(path: str, data, mode: str) -> str:
 
 def json_text(doc) -> str:
     """The JSON text equiv writes: ``equiv_version`` first, clean strings, two-space indent."""
-    from equiv._version import __version__
-    from equiv.sanitize import clean_data
-
     if isinstance(doc, dict) and "equiv_version" not in doc:
         doc = {"equiv_version": __version__, **doc}
     return json.dumps(clean_data(doc), indent=2, default=str) + "\n"

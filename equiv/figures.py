@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import struct
+from equiv.errors import MissingDependency
 
 PAGE_WIDTH_PX = 1400
 DPI = 110
@@ -16,8 +17,6 @@ DPI = 110
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend, or a one-line error saying what to install."""
-    from equiv.errors import MissingDependency
-
     try:
         import matplotlib
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
+from importlib import metadata
 
 from equiv._version import __version__
 
@@ -73,8 +74,6 @@ def equiv_version() -> str:
     version = __version__
     if version:
         return version
-    from importlib import metadata
-
     try:
         return metadata.version("equiv")
     except metadata.PackageNotFoundError:
@@ -82,8 +81,6 @@ def equiv_version() -> str:
 
 
 def library_version(name: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

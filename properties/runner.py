@@ -202,6 +202,9 @@ class Suite:
         lines = res.summary().splitlines()[:-1]    # the last line is the REPRO, rebuilt below
         repro = res.repro if raw is None else raw_repro(self.subject.name, raw, str(x.dtype)[6:], k)
         failed = ", ".join(c.name for c in res.failed_checks)
+        if raw is not None:                      # the input as drawn, as data (diagnosis replays it)
+            self.request.node.user_properties.append(
+                ("equiv_raw", {"values": np.asarray(raw, dtype=np.float64).tolist(), "dtype": str(x.dtype)[6:]}))
         self.fail(f"{what} differs from the reference ({failed})\n" + "\n".join(lines), repro=repro,
                   recipe=res.recipe, cause=res.contract_cause)
 

@@ -49,6 +49,7 @@ def test_adversarial_fixtures(subject, suite):
                 continue
             x = suite.tensor(values, case["dtype"])
             what = f"fixture {case['name']} ({case['catches']})"
+            suite.request.node.user_properties.append(("equiv_fixture", case["name"]))   # data for diagnosis
             suite.expect_equivalent(x, raw=values, k=k, what=what)
         else:
             recipe = Recipe.parse(case["recipe"])
@@ -57,6 +58,7 @@ def test_adversarial_fixtures(subject, suite):
                 left_out.append(case["name"])
                 continue
             what = f"fixture {case['name']} ({case['catches']})"
+            suite.request.node.user_properties.append(("equiv_fixture", case["name"]))
             suite.expect_equivalent(suite.build(recipe), recipe=recipe, k=k, what=what)
         judged += 1
     if judged == 0:

@@ -80,10 +80,17 @@ def main(argv=None) -> int:
         keep = set(args.only.split(","))
         todo = [c for c in todo if c[1] in keep]
     extra = ["--stages", args.stages] if args.stages else []
+    law = ["--law", args.verify_law] if args.verify_law else []
+    partial = open(args.out + ".partial", "a")     # one line per verdict as it comes (a long run keeps what it did)
+
+    def one(c):
+        r = verdict(c[0], c[2], seed=args.seed, extra=extra if c[0] == "draft_topk" else law)
+        partial.write(json.dumps({f"{c[0]}/{c[1]}": r}) + "\n")
+        partial.flush()
+        return r
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        law = ["--law", args.verify_law] if args.verify_law else []
-        results = list(pool.map(lambda c: verdict(c[0], c[2], seed=args.seed,
-                                                  extra=extra if c[0] == "draft_topk" else law), todo))
+        results = list(pool.map(one, todo))
     record = {f"{op}/{label}": r for (op, label, _), r in zip(todo, results)}
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=1, sort_keys=True)

@@ -34,8 +34,16 @@ def _check(name, *args, **kw):
 
 
 def failing(name: str, recipe: str, passed: bool = False) -> Check:
+    """A failing check carries its input as data (``Check.recipe``), as the gate records it."""
     return _check(name, passed, "differs from the reference", counterexample=f"recipe {recipe}, worst row 0",
-                     repro=f"REPRO: equiv check --candidate X --recipe '{recipe}'")
+                  repro=f"REPRO: equiv check --candidate X --recipe '{recipe}'", recipe=recipe)
+
+
+def raw(values, dtype: str = "float32") -> dict:
+    """A raw array as the suite records it (``Check.inputs``)."""
+    import numpy as np
+
+    return {"values": np.array(values, dtype=np.float32), "dtype": dtype}
 
 
 SPLIT_VOCAB_CHECKS = [
@@ -43,7 +51,8 @@ SPLIT_VOCAB_CHECKS = [
     failing("property:poisoned_batches", "poison_mix:seed=0,batch=4,vocab=8,dtype=float32"),
     failing("tolerance:gaussian:float32", "gaussian:seed=0,batch=4,vocab=1000,dtype=float32"),
     _check("property:raw_arrays", False, "the raw array differs from the reference (poisoning)",
-              counterexample="raw_arrays(\n    logits=array([[nan, nan]], dtype=float32),\n    dtype='float32',\n)"),
+              counterexample="raw_arrays(\n    logits=array([[nan, nan]], dtype=float32),\n    dtype='float32',\n)",
+              inputs=raw([[float("nan"), float("nan")]])),
 ]
 
 
@@ -130,7 +139,8 @@ def test_the_neighbour_test_tells_a_batch_reduction_from_a_grid_cap():
 
 def test_stale_output_is_confirmed_on_a_fresh_shape_and_a_pure_function_is_not_stale():
     checks = [_check("property:repeated_calls", False, "the answer for x2 is not the one the first call implies",
-                        counterexample="repeated_calls(recipe=Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32'))")]
+                        counterexample="repeated_calls(recipe=Recipe.parse('gaussian:seed=0,batch=1,vocab=2,dtype=float32'))",
+                        recipe="gaussian:seed=0,batch=1,vocab=2,dtype=float32")]
     d = diagnose("equiv.ops.draft_topk.mutants:cached_by_shape", checks, k=1)
     assert [x.kind for x in d.defects] == ["stale_output"], d.summary()
     assert "called right after" in d.defects[0].trigger and d.defects[0].repro.startswith("REPRO: python -c")
@@ -157,7 +167,8 @@ def test_the_repro_line_of_a_raw_trigger_replays_it(tmp_path):
     import subprocess
 
     checks = [_check("property:raw_arrays", False, "the raw array differs from the reference (contract)",
-                        counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)")]
+                        counterexample="raw_arrays(\n    logits=array([[-1., -2.]], dtype=float32),\n    dtype='float32',\n)",
+                        inputs=raw([[-1.0, -2.0]]))]
     d = diagnose("equiv.ops.draft_topk.mutants:padding_lane_wins", checks, k=1)
     assert [x.kind for x in d.defects] == ["out_of_vocabulary_index"], d.summary()
     cmd = d.defects[0].repro.removeprefix("REPRO: ")

@@ -151,13 +151,13 @@ def test_a_cut_list_says_how_many_it_left_out(small_report):
 
 
 def test_images_fit_a_1400px_page(page, small_report):
-    from equiv.mtp.report import acceptance_png
+    from equiv.mtp.report import acceptance_png, html_section
     from equiv.figures import pyplot
 
     paths = ["softmax_topk", "hardcoded_one", "identity_top1", "fused_triton"]
     mtp = [{"path": p, "consumer": c, "histogram": [1, 2, 3, 10], "accept_length": 3.1}
            for p in paths for c in ("greedy", "target_only", "confidence", "tree")]
-    full = render(small_report, "html", mtp)
+    full = render(small_report, "html", html_section(mtp))
     widths = [png_size(img)[0] for img in _images(full)]
     assert len(widths) == 3 and max(widths) <= PAGE_WIDTH_PX and "MTP acceptance" in full
     width, height = png_size(acceptance_png(mtp, "a title"))

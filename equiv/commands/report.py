@@ -8,6 +8,8 @@ from equiv.atomic import atomic_write
 from equiv.commands import DTYPES, add_device, add_op, add_seed, add_vocab, check_outputs, listed, one_of
 from equiv.mtp.report import html_section
 from equiv.validation import check_choice
+from equiv.errors import InvalidArgument
+from equiv.atomic import json_text
 
 FORMATS = ("table", "markdown", "json", "html")
 
@@ -35,8 +37,6 @@ def add_parser(sub):
 
 
 def _read_mtp(path):
-    from equiv.errors import InvalidArgument
-
     try:
         with open(path) as f:
             data = json.load(f)
@@ -50,7 +50,6 @@ def _with_version(text: str, fmt: str) -> str:
     """JSON reports carry ``equiv_version`` like every JSON equiv writes."""
     if fmt != "json":
         return text
-    from equiv.atomic import json_text
 
     return json_text(json.loads(text))
 

@@ -75,6 +75,8 @@ class Op:
     selftest_stages: tuple | None = None    # the gate stages ``equiv selftest`` runs (default: all)
     correct_paths: Callable | None = None   # the built-ins that must pass (default: every built-in)
     false_positive_run: Callable | None = None   # (path, *, seed, device, vocab, timeout) -> failures
+    properties: Callable | None = None   # ``() -> {name: fn(options)}``: properties it brings to the
+                                         # plugin's suite (``properties/test_op_properties.py``)
     listing: Callable | None = None      # ``() -> (json, lines)`` for ``equiv paths`` (default: names)
     bench: Callable | None = None        # ``bench(**kw)``, where the op has a speed benchmark
     report: Callable | None = None       # ``report(**kw)`` -> a report run, where the op has one

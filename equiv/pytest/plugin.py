@@ -39,8 +39,11 @@ import sys
 
 import pytest
 
+from equiv.atomic import check_outputs, write_json
+from equiv.errors import UsageError
 from equiv.ops import all_options, get_op, op_names
-from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES
+from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, RunOptions
+from equiv.validation import check_choices
 
 REQUIREMENTS = ("batch-invariant",)
 PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
@@ -168,10 +171,6 @@ def _load_profile(config) -> None:
 def _validate(config) -> None:
     """The equiv options read once (``equiv.options.RunOptions``: every value checked, the spec
     parsed); the candidate's worker starts loading it while pytest collects."""
-    from equiv.errors import UsageError
-    from equiv.options import RunOptions
-    from equiv.validation import check_choices
-
     try:
         opts = config.stash[OPTIONS_KEY] = RunOptions.from_pytest(config)
         required = option(config, "equiv_require")
@@ -179,11 +178,9 @@ def _validate(config) -> None:
             check_choices("--equiv-require", required, REQUIREMENTS)
         path = option(config, "equiv_report_json")
         if path:
-            from equiv.atomic import check_outputs
-
             check_outputs({"--equiv-report-json": path})
         if opts.spec is not None:                # imported in its worker: a usage error here
-            from equiv.run import load_check
+            from equiv.run import load_check   # the supervisor imports NumPy (~0.15 s): equiv runs only
 
             # the worker loads while pytest collects; pytest_collection_finish reads its answer
             load = (opts.spec, opts.device, opts.timeout)
@@ -206,8 +203,7 @@ def pytest_collection_finish(session):
     load = session.config.stash.get(_LOAD_KEY, None)
     if load is None:
         return
-    from equiv.errors import UsageError
-    from equiv.run import load_check
+    from equiv.run import load_check           # the supervisor imports NumPy (~0.15 s): equiv runs only
 
     try:
         load_check(*load)
@@ -309,7 +305,6 @@ class JsonReport:
     def pytest_sessionfinish(self, session, exitstatus):
         from hypothesis import settings
 
-        from equiv.atomic import write_json
 
         tests = list(self.records.values())
         counts: dict = {}

@@ -28,6 +28,8 @@ import re
 import time
 
 import pytest
+from equiv.pytest.plugin import is_equiv_run
+from equiv.atomic import write_json
 
 _GPU_ENV = "EQUIV_SWEEP_GPUS"
 _STATS_KEY = "_hypothesis_stats"
@@ -55,8 +57,6 @@ def _gpu_count() -> int:
 
 @pytest.hookimpl(optionalhook=True)              # a hook of pytest-xdist, which may be absent
 def pytest_xdist_auto_num_workers(config):
-    from equiv.pytest.plugin import is_equiv_run
-
     if not is_equiv_run(config):
         return None                              # xdist's own rule decides
     n = _gpu_count()
@@ -64,8 +64,6 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_configure(config):
-    from equiv.pytest.plugin import is_equiv_run
-
     if not is_equiv_run(config):
         return
     # An xdist worker's config carries ``workerinput``; the environment variable does not say
@@ -132,8 +130,6 @@ class _SweepRecorder:
             w["examples"] += count_examples(report.__dict__.get(_STATS_KEY, ""))
 
     def pytest_sessionfinish(self, session):
-        from equiv.atomic import write_json
-
         wall = time.perf_counter() - self.start
         busy = [w["busy_s"] for w in self.workers.values() if w["items"]]
         examples = sum(w["examples"] for w in self.workers.values())

@@ -136,7 +136,7 @@ class Rotating:
                 setattr(self, name, getattr(fn, name))
 
     def __call__(self, x, *rest):
-        from equiv.run.guard import Guarded
+        from equiv.run.guard import Guarded     # lazy: NumPy; the registry reads CONTEXTS from here
 
         i = self.calls
         self.calls += 1

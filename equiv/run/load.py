@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from equiv.errors import CandidateLoadError
+from equiv.ops import get_op
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,6 @@ class Candidate:
 
 def load(spec) -> Candidate:
     """The ``Candidate`` of a parsed ``CandidateSpec``."""
-    from equiv.ops import get_op
-
     op = get_op(spec.op)
     if spec.kind == "callable":
         return Candidate(spec.text, spec.fn, builtin=spec.text in op.builtin_names())

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from equiv.errors import CandidateLoadError
+from equiv.ops import DEFAULT_OP, get_op
+from equiv.run.load import load
 
 KINDS = ("builtin", "module", "file", "callable")
 
@@ -38,8 +40,6 @@ class CandidateSpec:
     def parse(cls, value, op: str | None = None) -> "CandidateSpec":
         """The spec of ``value`` (a string, a callable or a spec already parsed) for ``op``
         (default: a parsed spec's own operation, else the draft top-k)."""
-        from equiv.ops import DEFAULT_OP, get_op
-
         if isinstance(value, CandidateSpec):
             if op is not None and value.op != get_op(op).name:
                 raise CandidateLoadError(f"candidate {value.text!r} was given for --op {value.op}, "
@@ -99,8 +99,6 @@ class CandidateSpec:
 
     def load(self):
         """The ``Candidate`` (``equiv.run.load``): imports a module or file spec here."""
-        from equiv.run.load import load
-
         return load(self)
 
 

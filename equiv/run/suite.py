@@ -24,6 +24,7 @@ Plan
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -32,6 +33,9 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib.util import find_spec
+
+import numpy as np
 
 from equiv.checks import Check, Stage, stage_of
 
@@ -41,8 +45,6 @@ _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 def suite_dir() -> str:
     """The folder of the property suite (``equiv.properties``), installed or checked out."""
-    from importlib.util import find_spec
-
     return os.path.dirname(os.path.abspath(find_spec("equiv.properties").origin))   # found, not imported
 
 
@@ -136,8 +138,6 @@ class SuiteHandle:
 
     def wait(self) -> SuiteRun:
         """The finished run; the time-out counts from the start, an interrupt kills the group."""
-        import json
-
         left = None if self.timeout is None else max(self.timeout - (time.perf_counter() - self.t0), 0.0)
         timed_out = False
         try:
@@ -204,7 +204,10 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
         passed = outcome == "passed"
         examples[prop] = examples.get(prop, 0) + int(t.get("examples") or 0)
         detail = "held" if passed else (t.get("message") or outcome or "failed").strip().splitlines()[0][:300]
-        checks.append(Check("properties", name, passed, detail, subject=prop, counterexample=None if passed else t.get("counterexample"),
+        checks.append(Check("properties", name, passed, detail, subject=prop,
+                            inputs=None if passed else _raw_input(t.get("raw")),
+                            evidence={"fixture": t["fixture"]} if not passed and t.get("fixture") else None,
+                            counterexample=None if passed else t.get("counterexample"),
                             repro=None if passed else (t.get("repro") or repro),
                             duration_s=float(t.get("duration") or 0.0),
                             outcome=None if passed else t.get("call_kind"),
@@ -223,3 +226,14 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
         return [], Stage("properties", "not applicable", why="every property test was skipped: "
                          + "; ".join(skipped[:3]), ran=ran)
     return checks, stage_of("properties", checks, ran)
+
+
+def _raw_input(record):
+    """A failing test's element-level input (the plugin's ``raw`` record: the values as drawn and
+    the dtype they were built in) as ``{"values": float32 [B, V], "dtype": str}``, or None."""
+    if not isinstance(record, dict) or "values" not in record:
+        return None
+    values = np.array(record["values"], dtype=np.float64)
+    if values.ndim != 2 or not values.size:
+        return None
+    return {"values": values.astype(np.float32), "dtype": str(record.get("dtype", "float32"))}

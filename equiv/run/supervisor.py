@@ -40,7 +40,9 @@ from equiv.errors import CandidateLoadError
 from equiv.run import wire
 from equiv.run.outcome import CallOutcome, failed
 from equiv.run.spec import CandidateSpec
-from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S, limit_seconds
+from equiv.run.guard import Raw
+from equiv.run.invoke import CallState, invoke, run_probe, settle
 
 MAX_ABNORMAL = 3
 LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
@@ -49,8 +51,6 @@ _RUNNERS: dict = {}
 
 
 def _seconds(timeout) -> float | None:
-    from equiv.run.timeouts import limit_seconds
-
     return limit_seconds(timeout)
 
 
@@ -80,15 +80,11 @@ class InProcessRunner:
     isolated = False
 
     def __init__(self, fn, candidate: CandidateSpec, device: str):
-        from equiv.run.invoke import CallState
-
         self.fn, self.candidate, self.spec, self.device = fn, candidate, candidate.text, device
         self.state = CallState()
         self.calls = 0
 
     def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
-        from equiv.run.invoke import invoke
-
         self.calls += 1
         return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names,
                       context=context)
@@ -98,14 +94,10 @@ class InProcessRunner:
         return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout, context=context))
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
-        from equiv.run.invoke import run_probe
-
         self.calls += 1
         return run_probe(self.fn, target, payload, self.device)
 
     def settle(self) -> str | None:
-        from equiv.run.invoke import settle
-
         return settle(self.state)
 
     def close(self) -> None:
@@ -347,8 +339,6 @@ def as_callable(runner):
     """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
     candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
     come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
-    from equiv.run.guard import Raw
-
     def call(logits, k):
         import torch
 

@@ -10,14 +10,13 @@ OverflowError in a wait.
 from __future__ import annotations
 
 import threading
+from equiv.validation import check_float
 
 DEFAULT_TIMEOUT_S = 60.0
 
 
 def parse_timeout(text, name: str = "timeout") -> float | None:
     """Seconds per call from ``60``, ``"2.5"``, ``"inf"`` or ``None`` (no limit: None)."""
-    from equiv.validation import check_float
-
     if text is None or str(text).strip().lower() in ("inf", "none"):
         return None
     try:

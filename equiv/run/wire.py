@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 import io
 import pickle
+from equiv.ops import get_op, op_names
 
 _NUMPY_MODULES = ("numpy", "numpy.core.multiarray", "numpy._core.multiarray", "numpy.core.numeric",
                   "numpy._core.numeric", "numpy.dtypes")
@@ -30,8 +31,6 @@ _RUN_MODULES = ("equiv.run.outcome",)           # where the replies' record type
 
 def _our_modules() -> tuple:
     """``equiv.run``'s record modules and each registered op's (``Op.reply_modules``)."""
-    from equiv.ops import get_op, op_names   # the registry: same layer, read when a reply names a type
-
     return _RUN_MODULES + tuple(m for n in op_names() for m in get_op(n).reply_modules)
 
 

@@ -27,6 +27,10 @@ import os
 import sys
 import threading
 import time
+from equiv.errors import CandidateLoadError
+from equiv.run.load import load
+from equiv.run.invoke import CallState, invoke, run_probe, settle
+from multiprocessing.connection import Connection
 
 
 def _watch_parent(parent: int) -> None:
@@ -37,10 +41,6 @@ def _watch_parent(parent: int) -> None:
 
 
 def serve(conn) -> None:
-    from equiv.errors import CandidateLoadError
-    from equiv.run.load import load
-    from equiv.run.invoke import CallState, invoke, run_probe, settle
-
     fn = None
     state = CallState()
     while True:
@@ -79,8 +79,6 @@ def serve(conn) -> None:
 
 
 def main(argv=None) -> int:
-    from multiprocessing.connection import Connection
-
     argv = sys.argv[1:] if argv is None else argv
     conn = Connection(int(argv[0]))
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 from equiv.errors import InvalidArgument
 from equiv.stats.values import finite_1d
@@ -76,6 +75,8 @@ class SamplingFitResult:
 
 
 def _pit_test(group: str, u, bins: int) -> tuple:
+    from scipy import stats   # seconds to import (6.4 s measured on the shared 2-core CPU): only a test pays it
+
     observed = np.bincount(np.minimum((u * bins).astype(np.int64), bins - 1), minlength=bins)
     expected = u.size / bins
     chi2 = float(((observed - expected) ** 2 / expected).sum())
@@ -134,6 +135,8 @@ def pit(rank_probabilities, levels, ranks, rng):
 def cells_test(observed, expected):
     """Pearson's chi-square of counts against expected counts, the tail cells merged until each
     expects >= 5; ``(chi2, df, p, tvd)`` or None when fewer than two cells are left."""
+    from scipy import stats   # seconds to import (6.4 s measured on the shared 2-core CPU): only a test pays it
+
     obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
     for o, e in zip(observed[::-1], expected[::-1]):
         acc_o, acc_e = acc_o + o, acc_e + e

@@ -56,7 +56,8 @@ class CheckResult:
     failing: int = 0
     total: int = 0
     worst_row: int | None = None
-    cause: str | None = None      # a failed contract's: "format", "oov", or how the call ended (CallOutcome.kind)
+    cause: str | None = None      # a failed contract's: "format", "oov", or how the call ended (CallOutcome.kind);
+                                  # a regression rule that could not compare: "not_comparable"
 
     def line(self) -> str:
         status = "pass" if self.passed else ("not run" if not self.ran else "FAIL")
@@ -397,7 +398,8 @@ def _baseline(logits, k, ref, tol, is_baseline, judged):
             logits = logits.index_select(0, torch.as_tensor(judged, device=logits.device))
         return _baseline_rel_err(logits, k, ref, tol)
     except Exception as exc:                     # noqa: BLE001 - reported in the check
-        return CheckResult("regression", True, f"baseline not comparable ({type(exc).__name__})")
+        return CheckResult("regression", True, f"baseline not comparable ({type(exc).__name__})",
+                           cause="not_comparable")
 
 
 def _regression_check(base, tol, max_rel) -> CheckResult:

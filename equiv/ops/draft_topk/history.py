@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.ops.draft_topk.space import context_draws
+from equiv.run.context import call_in
+from equiv.run.guard import Guarded
 
 KINDS = ("in-place rewrite of one storage", "kept outputs re-read after every call",
          "long run of fresh inputs at one shape")
@@ -97,8 +99,6 @@ def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_
 def probe(fn, device, payload: dict) -> dict:
     """Run the plan's calls (module docstring); only host arrays come back."""
     from equiv.ops.draft_topk.recipes import Recipe
-    from equiv.run.context import call_in
-    from equiv.run.guard import Guarded
     from equiv.run.outcome import to_host
 
     recipes, rewrites, keep, k = (payload[n] for n in ("recipes", "rewrites", "keep", "k"))

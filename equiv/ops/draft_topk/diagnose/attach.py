@@ -53,7 +53,7 @@ def for_comparison(spec: str, result, *, device: str, timeout: float | None, ela
     if result.passed:
         return Diagnosis(spec)
     detail = "; ".join(f"{c.name}: {c.detail}" for c in result.failed_checks)
-    check = Check("check", "check", False, detail, inputs=result.recipe, counterexample=f"recipe {result.recipe}" if result.recipe else None,
+    check = Check("check", "check", False, detail, recipe=result.recipe, counterexample=f"recipe {result.recipe}" if result.recipe else None,
                       repro=result.repro)
     return diagnose(spec, [check], k=result.k, device=device, dtype=result.dtype,
                     timeout=timeout, budget_s=budget_for(elapsed_s))
@@ -68,7 +68,7 @@ def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
     out = {}
     for path in paths:
         checks = [Check("report", f"report:{r.family}:{r.dtype}", False, ", ".join(r.failed_checks),
-                        subject=f"{r.family}:{r.dtype}", repro=r.repro)
+                        subject=f"{r.family}:{r.dtype}", repro=r.repro, recipe=r.recipe)
                   for r in failing if r.path == path]
         out[path] = diagnose(path, checks, k=report.k, device=report.device, timeout=timeout,
                              budget_s=budget_for(elapsed_s) / len(paths))

@@ -178,7 +178,7 @@ def calibrate(names, *, gate=None, device: str = "cpu") -> list[Row]:
     for name in names:
         spec, k = _spec(name), _k(name)
         t0 = time.perf_counter()
-        checks = gate(spec, k, device) if gate is not None else mini_gate(spec, k, device)
+        checks = gate(spec, k, device) if callable(gate) else mini_gate(spec, k, device)
         t1 = time.perf_counter()
         d = diagnose(spec, checks, k=k, device=device, timeout=DEFAULT_TIMEOUT_S)
         t2 = time.perf_counter()

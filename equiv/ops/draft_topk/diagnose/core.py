@@ -276,7 +276,7 @@ class _Work:
             return False
         judged = self.prober.observe(obs.inputs, regression=True)
         reg = judged.result.check("regression")
-        return reg.ran and reg.passed and "not comparable" not in reg.detail
+        return reg.ran and reg.passed and reg.cause != "not_comparable"
 
     def _observe(self, inputs):
         """A check's input; judged under the regression rule too only if it passes without."""

@@ -2,88 +2,31 @@
 
 Plan
 ----
-A check of the gate carries its failing input as text; ``inputs_of(check)`` turns it back into
-something the prober can call:
-- a recipe: ``Recipe.parse('...')`` in a Hypothesis counterexample, ``recipe ...`` in the
-  tolerance stage's counterexample, or ``--recipe '...'`` in a REPRO line;
-- a raw array: the ``torch.tensor([[...]]).to(torch.DTYPE)`` of a raw REPRO line (NaN and
-  infinities written ``float('nan')``), read with ``json`` (no ``eval`` of check text);
-- an adversarial fixture: ``fixture NAME`` looked up in ``fixtures/adversarial/manifest.json``.
+A check of the gate carries its failing input as data (never read back from its wording);
+``inputs_of(check)`` turns it into something the prober can call:
+- a recipe: ``Check.recipe`` (the property suite records the final, shrunk example's; the
+  tolerance stage its failing recipe), or ``Check.inputs`` when it is a ``Recipe``;
+- a raw array: ``Check.inputs`` ``{"values", "dtype"}``, the values as drawn (the suite records
+  them when an element-level input fails);
+- an adversarial fixture: ``Check.evidence["fixture"]``, looked up in ``fixtures/adversarial/manifest.json``.
 ``relational_probes(check, recipe)`` gives, for a property whose failing recipe passes
 ``compare`` on its own, the follow-up inputs of its relation that ``compare`` can judge (the
 poisoned batch of ``poison_never_leaks``, a row subset, columns reversed, a shifted copy).
-``consumer_of(check)`` names the MTP consumer of an ``mtp:`` check.
+``property_name`` and ``consumer_of`` read the check's ``stage`` and ``subject``.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 
 import numpy as np
 
+from equiv.errors import InvalidArgument
+from equiv.fixtures import path as fixture_path
 from equiv.ops.draft_topk.diagnose.probe import RawInput
-
-_RECIPE = re.compile(r"Recipe\.parse\('([^']+)'\)|--recipe '([^']+)'|\brecipe ([a-z_0-9]+:[^\s,]+(?:,[a-z_]+=[^\s,]+)*)")
-_RAW = re.compile(r"torch\.tensor\((\[\[.*?\]\])\)\.to\(torch\.(\w+)\)")
-_FIXTURE = re.compile(r"fixture (\w+)")
-_ARRAY = re.compile(r"array\((\[\[.*?\]\])(?:, dtype=(\w+))?\)", re.S)
-
-
-def _text(check) -> str:
-    return "\n".join(x for x in (check.detail, check.counterexample, check.repro) if x)
-
-
-def recipes_in(text: str) -> list:
-    from equiv.errors import InvalidArgument
-    from equiv.ops.draft_topk.recipes import Recipe
-
-    out = []
-    for m in _RECIPE.finditer(text or ""):
-        try:
-            r = Recipe.parse(next(g for g in m.groups() if g))
-        except (InvalidArgument, ValueError):
-            continue
-        if r not in out:
-            out.append(r)
-    return out
-
-
-def raw_in(text: str) -> list:
-    out = []
-    for m in _RAW.finditer(text or ""):
-        body = m.group(1).replace("float('nan')", "NaN").replace("float('-inf')", "-Infinity")
-        body = body.replace("float('inf')", "Infinity")
-        try:
-            values = np.array(json.loads(body), dtype=np.float32)
-        except ValueError:
-            continue
-        if values.ndim == 2 and values.size:
-            out.append(RawInput(values, m.group(2), 0, "raw array"))
-    return out
-
-
-def arrays_in(text: str) -> list:
-    """``logits=array([[...]], dtype=float32)`` of a Hypothesis counterexample: the input as drawn
-    (a REPRO line may show it after a candidate wrote to it)."""
-    out = []
-    for m in _ARRAY.finditer(text or ""):
-        rows = re.findall(r"\[([^\[\]]*)\]", m.group(1))
-        try:
-            values = np.array([[float(t) for t in row.replace(",", " ").split()] for row in rows],
-                              dtype=np.float32)
-        except ValueError:
-            continue
-        dtype = re.search(r"dtype='(\w+)'", text[m.end():m.end() + 80])
-        if values.ndim == 2 and values.size:
-            out.append(RawInput(values, dtype.group(1) if dtype else "float32", 0, "raw array"))
-    return out
-
+from equiv.ops.draft_topk.recipes import Recipe
 
 def fixture_inputs(name: str) -> list:
-    from equiv.fixtures import path as fixture_path
-    from equiv.ops.draft_topk.recipes import Recipe
-
     folder = fixture_path("adversarial")
     try:
         with open(os.path.join(folder, "manifest.json")) as f:
@@ -100,37 +43,35 @@ def fixture_inputs(name: str) -> list:
 
 
 def inputs_of(check) -> list:
-    """The failing inputs a check names, most faithful first (possibly none): its recipe as data
-    (``Check.recipe``), a fixture by name, recipes in its text (a Hypothesis counterexample), the
-    counterexample's array, a raw REPRO line."""
-    from equiv.errors import InvalidArgument
-    from equiv.ops.draft_topk.recipes import Recipe
-
+    """The failing inputs a check carries as data, most faithful first (possibly none): its recipe
+    (``Check.recipe``), the adversarial fixture it ran (``Check.evidence["fixture"]``), the
+    element-level values as drawn (``Check.inputs``: a property's raw array)."""
     own = []
     if getattr(check, "recipe", None):
         try:
             own = [Recipe.parse(check.recipe)]
         except InvalidArgument:
             pass
-    text = _text(check)
-    m = _FIXTURE.search(check.detail or "")
-    found = fixture_inputs(m.group(1)) if m else []
-    return own + found + [r for r in recipes_in(text) if r not in own] + (arrays_in(check.counterexample) or raw_in(text))
+    if isinstance(getattr(check, "inputs", None), Recipe) and check.inputs not in own:
+        own.append(check.inputs)
+    fixture = (check.evidence or {}).get("fixture") if isinstance(check.evidence, dict) else None
+    found = fixture_inputs(fixture) if fixture else []
+    raw = check.inputs if isinstance(getattr(check, "inputs", None), dict) else None
+    if raw is not None and not found:
+        found = [RawInput(raw["values"], raw["dtype"], 0, "raw array")]
+    return own + [f for f in found if f not in own]
 
 
 def property_name(check) -> str | None:
-    name = check.name
-    return name.split(":", 1)[1] if name.startswith("property:") else None
+    return check.subject if check.stage == "properties" and check.subject else None
 
 
 def consumer_of(check) -> str | None:
-    return check.name.split(":", 1)[1] if check.name.startswith("mtp:") else None
+    return check.subject if check.stage == "mtp" and check.subject else None
 
 
 def relational_probes(check, recipe) -> list:
     """Inputs ``compare`` can judge that the failed relation implies must also be right."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     if not isinstance(recipe, Recipe):
         return []
     prop = property_name(check) or ""

@@ -77,7 +77,7 @@ def cut(items, limit: int = LIST_LIMIT) -> tuple[list, int]:
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    return Environment(loader=PackageLoader("equiv.report", "templates"), autoescape=True,
+    return Environment(loader=PackageLoader(__name__.rpartition(".")[0], "templates"), autoescape=True,
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 

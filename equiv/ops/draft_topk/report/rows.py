@@ -58,6 +58,7 @@ class ReportRow:
     detail: str = ""
     row_ulp: tuple = field(default=(), repr=False)
     row_rel_err: tuple = field(default=(), repr=False)
+    recipe: str | None = field(default=None, repr=False)     # the case's input, as data (diagnosis)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -173,7 +174,7 @@ def report_rows(paths, dtypes, families=FAMILIES, *, vocab=129280, batch=8, seed
         rows.append(ReportRow(str(path), dtype, family, k, res.max_ulp, p99, res.max_rel_err,
                               res.index_mismatches, res.poisoning_violations, res.passed,
                               tuple(c.name for c in failed), res.repro, res.rel_err_allowed,
-                              failed[0].line() if failed else "", res.row_ulp, res.row_rel_err))
+                              failed[0].line() if failed else "", res.row_ulp, res.row_rel_err, res.recipe))
         if progress:
             progress(n + 1, len(jobs), f"{path} {dtype} {family}")
     return Report(tuple(rows), vocab, batch, seed, device, k, collect(device, argv))
