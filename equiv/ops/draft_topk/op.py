@@ -45,7 +45,7 @@ def _builtin_names() -> tuple:
     return tuple(_lazy("paths", "path_names")())
 
 
-_FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES")}
+_FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES"), "confidence_bands": ("confidence", "BANDS")}
 
 
 def _feature(name: str):
