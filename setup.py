@@ -21,7 +21,8 @@ setup(
     package_data={
         "equiv.properties": ["*.json", "*.ini"],
         "equiv.fixtures": ["*.md", "adversarial/*.npy", "adversarial/*.json", "adversarial/*.py",
-                           "traces/*.npz", "traces/*.md", "traces/*.py"],
+                           "traces/*.npz", "traces/*.md", "traces/*.py",
+                           "prompts/*.json"],
         "equiv": ["py.typed"],
         "equiv.ops.draft_topk.report": ["templates/*"],
     },

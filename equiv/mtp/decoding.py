@@ -50,7 +50,7 @@ GREEDY_VERIFIED = ("greedy", "confidence", "tree")
 CONFIDENCE_THRESHOLD = 0.3
 TREE_TOPK = 4
 TREE_TOKENS = 8
-_PURPOSE_ACCEPT, _PURPOSE_RESAMPLE = 1, 2
+_PURPOSE_ACCEPT, _PURPOSE_RESAMPLE, _PURPOSE_PLAIN = 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -267,6 +267,27 @@ def greedy_reference(model, sequences: int, length: int):
         out = []
         for _ in range(length):
             tok = model.target_logits(ctx).argmax(-1)
+            out.append(tok)
+            ctx = model.next_context(ctx, tok)
+        if not out:
+            return np.zeros((sequences, 0), dtype=np.int64)
+        return torch.stack(out, 1).cpu().numpy()
+
+
+def sample_reference(model, sequences: int, length: int, seed: int):
+    """Plain sampling from the target: ``[sequences, length]`` tokens (CPU numpy), each drawn by
+    inverse CDF with uniforms keyed (seed, row, position) on a stream of their own, so they are
+    independent of every speculative decode's."""
+    import torch
+
+    with torch.inference_mode():
+        ctx = model.initial_contexts(sequences)
+        rows = torch.arange(sequences, device=ctx.device)
+        out = []
+        for j in range(length):
+            cdf = torch.cumsum(torch.softmax(model.target_logits(ctx).double(), dim=-1), dim=-1)
+            u = uniforms(seed, rows, torch.full_like(rows, j), _PURPOSE_PLAIN) * cdf[:, -1]
+            tok = torch.searchsorted(cdf, u[:, None], right=True)[:, 0].clamp(max=model.vocab - 1)
             out.append(tok)
             ctx = model.next_context(ctx, tok)
         if not out:

@@ -38,11 +38,16 @@ import numpy as np
 
 from equiv.errors import InvalidArgument
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
-                                TREE_TOPK, DecodeOutcome, decode, greedy_reference)
+                                TREE_TOPK, DecodeOutcome, decode, greedy_reference, sample_reference)
+from equiv.mtp.live import MIN_SAMPLED_TOKENS, MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
+from equiv.mtp.live import build as build_real
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
+from equiv.mtp.real import DEFAULT_DRAFT, parse_draft
+from equiv.mtp.smollm2 import LAYERS as SMOLLM2_LAYERS
 from equiv.ops import ROLES, get_op
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
+from equiv.stats.twosample import text_law_test
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
 REFERENCE = "softmax_topk"
@@ -80,6 +85,7 @@ class MtpRecord:
     error: str | None
     repro: str
     builtin: bool = True
+    sampling_law: object = None                  # TextLawResult (real model, target_only)
 
     @property
     def equivalent_to_reference(self) -> bool | None:
@@ -106,6 +112,8 @@ class MtpRecord:
             failed.append("equivalent_to_reference")
         if self.metrics.invalid_outputs:
             failed.append("invalid_output")
+        if self.sampling_law is not None and not self.sampling_law.same_law:
+            failed.append("sampling_law")
         return tuple(failed)
 
     @property
@@ -135,6 +143,7 @@ class MtpRecord:
             "accept_length_difference": None if self.equivalence is None else self.equivalence.to_json(),
             "lossless_detail": None if self.lossless_detail is None else self.lossless_detail.to_json(),
             "metrics": m or None, "repro": self.repro,
+            "sampling_law": None if self.sampling_law is None else self.sampling_law.to_json(),
         }
 
 
@@ -147,6 +156,7 @@ class MtpRun:
     model: dict
     notes: tuple = ()
     verifier_baseline: object = None             # AcceptanceMetrics of the built-in verification
+    end_to_end: dict | None = None               # a real model's figures (equiv.mtp.live)
 
     @property
     def passed(self) -> bool:
@@ -166,6 +176,7 @@ class MtpRun:
         return {"config": self.config, "model": self.model, "passed": self.passed,
                 "notes": list(self.notes),
                 "verifier_baseline": None if self.verifier_baseline is None else self.verifier_baseline.to_json(),
+                "end_to_end": self.end_to_end,
                 "results": [r.to_json() for r in self.records]}
 
 
@@ -228,6 +239,11 @@ def _sampling_lossless(model, outcome, seed):
     import torch
 
     tokens, lengths = outcome.tokens, outcome.lengths
+    groups = np.concatenate(round_offsets(outcome))
+    if hasattr(model, "token_pit"):              # a real model: its law after each context
+        rng = np.random.default_rng([seed, _PIT_SALT])
+        fit = sampling_fit(model.token_pit(outcome, rng), groups)
+        return fit.passed, fit
     bad = ((tokens < 0) | (tokens >= model.vocab)) & (np.arange(tokens.shape[1]) < lengths[:, None])
     if bad.any():
         b, j = (int(v[0]) for v in np.nonzero(bad))
@@ -242,7 +258,6 @@ def _sampling_lossless(model, outcome, seed):
         ctx = model.next_context(ctx, toks[:, j])
     keep = np.arange(len(levels))[None, :] < lengths[:, None]
     lv, rk = np.stack(levels, 1)[keep], np.stack(ranks, 1)[keep]
-    groups = np.concatenate(round_offsets(outcome))
     u = pit(model.rank_probabilities.numpy(), lv, rk, np.random.default_rng([seed, _PIT_SALT]))
     fit = sampling_fit(u, groups)
     return fit.passed, fit
@@ -267,7 +282,9 @@ class InvalidEmitted:
 
 def _repro(cfg, path, consumer):
     parts = ["equiv mtp", f"--paths {path}", f"--consumers {consumer}", f"--steps {cfg['steps']}"]
-    if cfg["trace"]:
+    if cfg.get("model", "synthetic") != "synthetic":
+        parts.append(f"--model {cfg['model']} --draft {cfg['draft']}")
+    elif cfg["trace"]:
         parts.append(f"--trace {cfg['trace']}")
     else:
         parts.append(f"--vocab {cfg['vocab']}")
@@ -287,7 +304,8 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
             device: str = "auto", trace=None, budget: str = "default",
             threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
             tree_tokens: int = TREE_TOKENS, margin: float = ACCEPT_LENGTH_MARGIN,
-            progress=None, timeout=DEFAULT_TIMEOUT_S, verifier=None, decoded=None) -> MtpRun:
+            progress=None, timeout=DEFAULT_TIMEOUT_S, verifier=None, decoded=None,
+            model: str = "synthetic", draft: str | None = None) -> MtpRun:
     """Decode with every path under every consumer and judge each (module docstring).
 
     ``paths``: built-in names, ``pkg.mod:fn`` / ``file.py:fn`` specs or callables
@@ -295,9 +313,12 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     the device). ``consumers``: names from ``CONSUMERS`` (default: all). ``trace``: a path to an
     ``equiv-mtp-trace/1`` file or a ``Trace``; it replaces the synthetic model. ``decoded``:
     ``{consumer: raw outcome}`` of the one candidate, decoded in its worker by
-    ``decode_in_worker`` (the gate's MTP stage): judged here, never there."""
+    ``decode_in_worker`` (the gate's MTP stage): judged here, never there. ``model``:
+    ``synthetic`` or ``smollm2`` (a real model decoding live, ``equiv.mtp.live``; ``draft``
+    ``bf16`` or ``exit:L``)."""
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
+    from equiv.mtp.compact import CompactTrace
     from equiv.mtp.traces import Trace, TraceLM, load_trace
     get_path = get_op(ROLES["draft"]).builtin
 
@@ -311,9 +332,28 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     tree_topk = check_int("tree_topk", tree_topk, min_value=2)
     tree_tokens = check_int("tree_tokens", tree_tokens, min_value=2)
     margin = check_float("margin", margin, min_value=0.0, exclusive_min=True)
+    model_name = check_choice("model", model, MODELS)
+    if model_name != "synthetic" and trace is not None:
+        raise InvalidArgument(f"model={model_name} and trace are exclusive: a trace is its own model")
+    if draft is not None and model_name == "synthetic":
+        raise InvalidArgument(f"draft={draft} needs a real model: add --model smollm2")
     cands, notes = _candidates(paths, device, timeout)
-    if trace is not None:
-        tr = trace if isinstance(trace, Trace) else load_trace(trace)
+    replicas, prompts = 1, None
+    if model_name != "synthetic":
+        real = REAL_BUDGETS[budget]["cuda" if device == "cuda" else "cpu"]
+        if vocab is not None:
+            raise InvalidArgument(f"vocab={vocab} does not apply to --model {model_name} "
+                                  f"(V is the model's): leave it out")
+        sequences = real["sequences"] if sequences is None else check_int("sequences", sequences, min_value=2)
+        rounds = real["rounds"] if rounds is None else check_int("rounds", rounds, min_value=1)
+        # enough sampled tokens for the PIT test (a round emits >= 1 token a sequence)
+        replicas = max(real["replicas"], -(-MIN_SAMPLED_TOKENS // (sequences * rounds)))
+        draft = draft or DEFAULT_DRAFT
+        parse_draft(draft, SMOLLM2_LAYERS)       # a bad name: exit 2 before the model loads
+        model, prompts = build_real(draft, device, sequences)
+        vocab = model.vocab
+    elif trace is not None:
+        tr = trace if isinstance(trace, (Trace, CompactTrace)) else load_trace(trace)
         if steps > tr.steps:
             raise InvalidArgument(f"steps={steps} is more than the trace's {tr.steps} draft depths")
         if vocab is not None and vocab != tr.vocab:
@@ -332,7 +372,8 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         sequences = sizes["sequences"] if sequences is None else check_int("sequences", sequences, min_value=2)
         rounds = sizes["rounds"] if rounds is None else check_int("rounds", rounds, min_value=1)
         model = SyntheticLM(vocab, seed=seed, device=device)
-    cfg = {"paths": [c.name for c in cands], "consumers": consumers, "steps": steps, "vocab": vocab,
+    cfg = {"model": model_name, "draft": draft, "replicas": replicas,
+           "paths": [c.name for c in cands], "consumers": consumers, "steps": steps, "vocab": vocab,
            "sequences": sequences, "rounds": rounds, "seed": seed, "device": device,
            "budget": budget, "trace": _trace_name(trace),
            "threshold": threshold, "tree_topk": tree_topk, "tree_tokens": tree_tokens,
@@ -344,15 +385,19 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         from equiv.mtp.metrics import acceptance_metrics as _metrics
         verify = get_op(ROLES["chain_verifier"]).features("caller")(verifier, device, timeout)
         baseline = _metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
-    greedy_tokens = None
+    greedy_tokens = plain = None
     if any(c in GREEDY_VERIFIED for c in consumers):
         length = rounds * (steps + 1) if trace is None else int(model.trace.tokens.shape[1])
         greedy_tokens = greedy_reference(model, sequences, length)
+    if prompts is not None and "target_only" in consumers:
+        plain = sample_reference(model, sequences * replicas, TEXT_LAW_POSITIONS, seed + 1)
     total, done = len(consumers) * (len(cands) + 1), 0
     records = []
     for consumer in consumers:
         ref_out = None
         with_verify = dict(kwargs, verify=verify) if consumer == "target_only" else kwargs
+        if consumer == "target_only" and replicas > 1:
+            with_verify = dict(with_verify, sequences=sequences * replicas)
         if model.supports(consumer):
             ref_out = decode(model, get_path(REFERENCE), consumer, name=REFERENCE, **with_verify)
             if consumer == "target_only" and verify is not None:
@@ -361,7 +406,8 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         if progress:
             progress(done, total, f"{REFERENCE} x {consumer}")
         for cand in cands:
-            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify, decoded))
+            records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify,
+                                  decoded, plain if consumer == "target_only" else None))
             done += 1
             if progress:
                 progress(done, total, f"{cand.name} x {consumer}")
@@ -369,7 +415,19 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         notes.append(f"target_only verified by {cfg['verifier']}: softmax_topk's accept length "
                      f"{verified.accept_length:.3f}, {baseline.accept_length:.3f} with the built-in "
                      f"verification")
-    return MtpRun(tuple(records), cfg, model.describe(), tuple(notes), baseline)
+    e2e = None
+    if prompts is not None:
+        e2e = end_to_end(records, model, prompts, plain, greedy_tokens)
+    return MtpRun(tuple(records), cfg, model.describe(), tuple(notes), baseline, e2e)
+
+
+def _text_law(out, plain, prompts: int):
+    """A path's sampled text against plain sampling from the target (a real model's
+    ``prompts`` prompts, row ``b`` from prompt ``b % prompts``; ``equiv.mtp.live``)."""
+    return text_law_test(out.tokens, plain, np.arange(out.tokens.shape[0]) % prompts,
+                         np.arange(plain.shape[0]) % prompts,
+                         min(TEXT_LAW_POSITIONS, out.tokens.shape[1], plain.shape[1]),
+                         lengths_a=out.lengths)
 
 
 def decode_in_worker(cand, consumers, *, budget: str, device: str, seed: int, vocab: int,
@@ -409,7 +467,7 @@ def _verifier_name(verifier):
     return getattr(verifier, "spec", None) or getattr(verifier, "__name__", repr(verifier))
 
 
-def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=None) -> MtpRecord:
+def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=None, plain=None) -> MtpRecord:
     """The record of ``cand`` under ``consumer``: it decodes here, or ``decoded[consumer]`` holds
     what its worker decoded (``decode_in_worker``); either way the judgment is made here."""
     from equiv.errors import UsageError
@@ -453,9 +511,10 @@ def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=N
     mine, ref = per_sequence_accept_length(out), per_sequence_accept_length(ref_out)
     keep = np.isfinite(mine) & np.isfinite(ref)
     equivalence = equivalence_test(mine[keep], ref[keep], cfg["margin"])
+    law = None if plain is None else _text_law(out, plain, cfg["sequences"])
     return MtpRecord(applicable=True, reason=None, metrics=metrics, lossless=lossless,
                      lossless_detail=detail, tokens_match_reference=_same_tokens(out, ref_out),
-                     equivalence=equivalence, error=None, **base)
+                     equivalence=equivalence, error=None, sampling_law=law, **base)
 
 
 def _same_tokens(out, ref_out) -> bool:

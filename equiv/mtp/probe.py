@@ -5,7 +5,10 @@ payload on the gate's quick-budget synthetic model (``harness.decode_in_worker``
 raw outcomes only (accepted and proposed counts, emitted tokens, invalid outputs), which cross
 back to the verdict process; ``equiv.gate`` judges them there against ``softmax_topk`` on the same
 seeds (``run_mtp(..., decoded=...)``). The candidate is called inside the decode loop, so an
-exit, a signal or a hang there ends the probe like any call: the supervisor reports it.
+exit, a signal or a hang there ends the probe like any call: the supervisor reports it. Each
+call of the candidate runs in the next of the payload's ``contexts`` with its logits in a guard
+band at the next of its ``offsets`` (``equiv.run.context.Rotating``); a write into the logits or
+past them is an error of that consumer. ``_contexts`` in the reply counts the calls per context.
 """
 from __future__ import annotations
 
@@ -15,7 +18,12 @@ def quick(fn, device, payload) -> dict:
     from equiv.mtp.harness import decode_in_worker
     from equiv.run.load import Candidate
 
-    cand = Candidate(payload["name"], fn, builtin=payload.get("builtin", False))
-    return decode_in_worker(cand, list(payload["consumers"]), budget="quick", device=str(device),
-                            seed=payload["seed"], vocab=payload["vocab"],
-                            tree_topk=payload.get("tree_topk") or TREE_TOPK)
+    from equiv.run.context import Rotating
+
+    calls = Rotating(fn, payload.get("contexts") or (None,), payload.get("offsets") or (0,), str(device))
+    cand = Candidate(payload["name"], calls, builtin=payload.get("builtin", False))
+    out = decode_in_worker(cand, list(payload["consumers"]), budget="quick", device=str(device),
+                           seed=payload["seed"], vocab=payload["vocab"],
+                           tree_topk=payload.get("tree_topk") or TREE_TOPK)
+    out["_contexts"] = {str(c): n for c, n in calls.used.items()}
+    return out

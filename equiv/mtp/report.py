@@ -63,6 +63,8 @@ def format_table(run) -> str:
 def summary_line(run) -> str:
     cfg = run.config
     where = (f"trace {cfg['trace']}" if cfg.get("trace") else f"synthetic V={cfg['vocab']}")
+    if cfg.get("model", "synthetic") != "synthetic":
+        where = f"{cfg['model']} (draft {cfg['draft']}, {cfg['replicas']} seeds a prompt under sampling)"
     size = f"{cfg['sequences']} sequences x {cfg['rounds']} rounds, steps={cfg['steps']}, seed={cfg['seed']}"
     expected = [r for r in run.records if r.passed is False and r.expected_failure]
     parts = [f"mtp on {cfg['device']}, {where}, {size}:"]

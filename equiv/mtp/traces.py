@@ -25,6 +25,10 @@ are accepted. After a rejection the later drafts of that round are read at the r
 positions; they are never accepted, and only the ``confidence`` consumer's count of proposed
 tokens depends on them. Stochastic (``target_only``) and ``tree`` verification leave the trace
 and are not applicable to one.
+
+The compact format ``equiv-mtp-trace/2`` (top-k logits per row, rows shared, any V) is
+``equiv.mtp.compact``; ``load_trace`` reads either format, ``save_trace`` writes either, and
+``TraceLM`` replays either (a compact row is rebuilt to V logits when it is read).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from equiv.errors import InvalidArgument
+from equiv.mtp.compact import FORMAT2, CompactTrace, from_arrays, rows, validate_compact
 
 FORMAT = "equiv-mtp-trace/1"
 LOGITS_DTYPES = ("float32", "float16", "bfloat16")
@@ -125,8 +130,13 @@ def save_trace(trace: Trace, path) -> str:
     """Write ``trace`` to ``path`` (``.npz``) atomically."""
     from equiv.atomic import atomic_write
 
-    validate(trace)
     buf = io.BytesIO()
+    if isinstance(trace, CompactTrace):
+        validate_compact(trace)
+        np.savez_compressed(buf, format=np.array(FORMAT2),
+                            meta=np.array(json.dumps(trace.meta, sort_keys=True)), **trace.arrays())
+        return atomic_write(path, buf.getvalue(), mode="wb")
+    validate(trace)
     meta = dict(trace.meta, logits_dtype=trace.logits_dtype)
     np.savez_compressed(buf, format=np.array(FORMAT), meta=np.array(json.dumps(meta, sort_keys=True)),
                         tokens=trace.tokens.astype(np.int64), lengths=trace.lengths.astype(np.int64),
@@ -135,7 +145,8 @@ def save_trace(trace: Trace, path) -> str:
 
 
 def load_trace(path) -> Trace:
-    """Read and validate a trace file; every problem is an ``InvalidArgument`` naming the file."""
+    """Read and validate a trace file (``equiv-mtp-trace/1`` or ``/2``); every problem is an
+    ``InvalidArgument`` naming the file."""
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -143,13 +154,18 @@ def load_trace(path) -> Trace:
         raise InvalidArgument(f"trace {str(path)!r}: no such file") from None
     except Exception as exc:
         raise InvalidArgument(f"trace {str(path)!r} is not a readable .npz: {exc}") from None
+    if "format" in arrays and str(arrays["format"]) == FORMAT2 and "meta" in arrays:
+        try:
+            return from_arrays(arrays, json.loads(str(arrays["meta"])))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"trace {str(path)!r}: {exc}") from None
     missing = [k for k in ("format", "meta", "tokens", "lengths", "target_logits", "draft_logits")
                if k not in arrays]
     if missing:
         raise InvalidArgument(f"trace {str(path)!r} lacks {', '.join(missing)}: not an {FORMAT} file")
     if str(arrays["format"]) != FORMAT:
         raise InvalidArgument(f"trace {str(path)!r} has format {str(arrays['format'])!r}, "
-                              f"this equiv reads {FORMAT!r}")
+                              f"this equiv reads {FORMAT!r} and {FORMAT2!r}")
     meta = json.loads(str(arrays["meta"]))
     dtype = meta.pop("logits_dtype", "float32")
     try:
@@ -231,9 +247,16 @@ class TraceLM:
         self.vocab = trace.vocab
         self.device = torch.device(device)
         self._T = trace.tokens.shape[1]
+        self._lengths = torch.from_numpy(trace.lengths).to(self.device)
+        self._compact = isinstance(trace, CompactTrace)
+        if self._compact:
+            t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(self.device)   # noqa: E731
+            self._tt = (t(trace.target_topi.astype(np.int64)), t(trace.target_topv), t(trace.target_lse))
+            self._dt = (t(trace.draft_topi.astype(np.int64)), t(trace.draft_topv), t(trace.draft_lse))
+            self._index = t(trace.draft_index.astype(np.int64))
+            return
         self._target = _to_torch(trace.target_logits, trace.logits_dtype).to(self.device)
         self._draft = _to_torch(trace.draft_logits, trace.logits_dtype).to(self.device)
-        self._lengths = torch.from_numpy(trace.lengths).to(self.device)
 
     def supports(self, consumer: str) -> bool:
         return consumer in TRACE_CONSUMERS
@@ -259,11 +282,19 @@ class TraceLM:
 
     def target_logits(self, ctx):
         seq, pos = self._split(ctx)
-        return self._target[seq, pos.clamp(max=self._T - 1)].float()
+        pos = pos.clamp(max=self._T - 1)
+        if self._compact:
+            i, v, lse = (a[seq, pos] for a in self._tt)
+            return rows(i, v, lse, self.vocab)
+        return self._target[seq, pos].float()
 
     def draft_logits(self, ctx, depth: int):
         seq, pos = self._split(ctx)
         start = (pos - depth).clamp(0, self._T - 1)
+        if self._compact:
+            row = self._index[seq, start, depth]
+            i, v, lse = (a[row.clamp(min=0)] for a in self._dt)
+            return rows(i, v, lse, self.vocab) * (row >= 0)[:, None]     # absent: zeros, as in /1
         return self._draft[seq, start, depth].float()
 
     def describe(self) -> dict:

@@ -114,7 +114,9 @@ def _bits(t):
 class Guarded:
     """One input tensor inside its canary buffer, with a snapshot of the whole buffer."""
 
-    def __init__(self, t, name: str = "input"):
+    def __init__(self, t, name: str = "input", offset: int | None = None):
+        """``offset``: elements between the aligned start and the first row (default: the input's
+        own ``storage_offset()``, modulo the alignment), for a caller that draws the offset."""
         import torch
 
         self.name = name
@@ -127,7 +129,8 @@ class Guarded:
         self.rows, self.last, self.stride = rows, last, stride
         guard = max(GUARD_MIN, stride)
         aligned = max(1, LEAD_BYTES // t.element_size())
-        self.lead = lead = aligned + t.storage_offset() % aligned     # the input's misalignment kept
+        shift = t.storage_offset() if offset is None else int(offset)
+        self.lead = lead = aligned + shift % aligned     # the input's misalignment kept (or drawn)
         self.buffer = torch.full((lead + rows * stride + guard,), _canary(t.dtype), dtype=t.dtype,
                                  device=t.device)
         self.tensor = self.buffer[lead: lead + rows * stride].view(rows, stride)[:, :last].view(shape)

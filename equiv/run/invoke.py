@@ -4,7 +4,8 @@ built-in paths), and the checks that need the live tensors.
 Plan of ``invoke`` (one call)
 1. Build the inputs from their description on the device, each inside a guard band
    (``equiv.run.guard``); a ``Seeded`` argument becomes a ``torch.Generator``.
-2. Call ``fn(*inputs, *extra)``. An ``Exception`` is a ``raised`` outcome with its traceback; any
+2. Call ``fn(*inputs, *extra)`` in the call's calling context (``equiv.run.context``: autograd
+   mode, thread, stream; ``None`` is the worker's main thread with grad enabled). An ``Exception`` is a ``raised`` outcome with its traceback; any
    other ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``, a custom
    one) is ``interrupt``: the candidate cannot end or fake the run by raising.
    ``on_start`` (the worker's) is told just before the call: the time-out counts from there,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import time
 import traceback
 
+from equiv.run.context import call_in
 from equiv.run.guard import Guarded, Seeded, build_inputs
 from equiv.run.outcome import CallOutcome, failed, to_host
 
@@ -84,7 +86,7 @@ def _outputs_overwritten(state: CallState) -> str | None:
 
 
 def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None,
-           input_names=("logits",), on_start=None) -> CallOutcome:
+           input_names=("logits",), on_start=None, context=None) -> CallOutcome:
     """Call ``fn`` once on the inputs ``inputs`` describes (module docstring)."""
     state = state if state is not None else CallState()
     t0 = time.perf_counter()
@@ -100,7 +102,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
     if on_start is not None:
         on_start()
     try:
-        out = fn(*args)
+        out = call_in(context, fn, args, device)
     except Exception as exc:
         try:
             _sync(device)

@@ -84,13 +84,14 @@ class InProcessRunner:
         self.state = CallState()
         self.calls = 0
 
-    def call(self, inputs, *extra, names=("logits",), timeout=None) -> CallOutcome:
+    def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
         self.calls += 1
-        return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names)
+        return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names,
+                      context=context)
 
-    def submit(self, inputs, *extra, names=("logits",), timeout=None) -> Pending:
+    def submit(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> Pending:
         """The call, made when its result is asked for (in-process: nothing runs beside it)."""
-        return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout))
+        return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout, context=context))
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
         self.calls += 1
@@ -294,12 +295,14 @@ class WorkerRunner:
     def _request(self, message, timeout, when: str) -> CallOutcome:
         return self._send(message, timeout, when).result()
 
-    def submit(self, inputs, *extra, names=("logits",), timeout=None) -> Pending:
-        return self._send(("call", inputs, tuple(extra), self.device, tuple(names)), timeout,
+    def submit(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> Pending:
+        """One call in its calling ``context`` (``equiv.run.context``; None: the worker's main
+        thread, grad enabled), sent now; ``result()`` waits for it."""
+        return self._send(("call", inputs, tuple(extra), self.device, tuple(names), context), timeout,
                           "during the call")
 
-    def call(self, inputs, *extra, names=("logits",), timeout=None) -> CallOutcome:
-        return self.submit(inputs, *extra, names=names, timeout=timeout).result()
+    def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
+        return self.submit(inputs, *extra, names=names, timeout=timeout, context=context).result()
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
         return self._request(("probe", target, payload, self.device), timeout, f"during the probe {target}")

@@ -8,8 +8,11 @@ from their descriptions and only host arrays go back. Requests (tuples over one
 
     ("load", spec, sys_path)             -> ("loaded", None) | ("load_error", message)
                                             | ("load_abnormal", message)
-    ("call", inputs, extra, device)      -> ("started", time.monotonic()) just before the
-                                            candidate is called, then ("outcome", CallOutcome)
+    ("call", inputs, extra, device, names, context)
+                                         -> ("started", time.monotonic()) just before the
+                                            candidate is called (in ``context``: an
+                                            ``equiv.run.context`` name or None), then
+                                            ("outcome", CallOutcome)
     ("probe", target, payload, device)   -> ("outcome", CallOutcome)
     ("settle",)                          -> ("settled", problem or None)
     ("bye",)                             -> the process exits 0
@@ -61,8 +64,9 @@ def serve(conn) -> None:
                 continue
             conn.send(("loaded", None))
         elif op == "call":
-            _, inputs, extra, device, names = msg
+            _, inputs, extra, device, names, context = msg
             conn.send(("outcome", invoke(fn, inputs, extra, device=device, state=state, input_names=names,
+                                         context=context,
                                          on_start=lambda: conn.send(("started", time.monotonic())))))
         elif op == "probe":
             _, target, payload, device = msg

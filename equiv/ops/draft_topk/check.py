@@ -17,6 +17,7 @@ from equiv.ops.draft_topk.paths import get_path, path_names
 from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES, Recipe
 from equiv.ops.draft_topk.report import render
 from equiv.ops.draft_topk.report.rows import report_rows
+from equiv.run.context import check_context
 from equiv.options import DEFAULT_VOCAB
 from equiv.run import CandidateSpec, load_check
 from equiv.run.timeouts import parse_timeout
@@ -28,13 +29,18 @@ DEFAULT_RECIPE = f"gaussian:seed=0,batch=4,vocab={DEFAULT_VOCAB},dtype=float32"
 
 def check(options, recipe=None, *, calls: int = 1) -> CheckRun:
     """``options.spec`` on ``recipe`` (a recipe or its text) at ``options.k``: the comparison and
-    the defects behind a failure. ``calls`` is the verifier's; one comparison is one call here."""
+    the defects behind a failure. ``calls`` is the verifier's; one comparison is one call here.
+    The call runs in the context ``--context`` names (``drawn``, the default: the worker's main
+    thread with grad enabled, as ``compare`` calls without a context, so that every REPRO line
+    replays its call exactly)."""
     spec = options.spec
     recipe = Recipe.parse(recipe or DEFAULT_RECIPE) if isinstance(recipe, (str, type(None))) else recipe
     device = resolve_device(options.device)
     load_check(spec, device, options.timeout)    # CandidateLoadError -> exit 2, before any work
     t0 = time.perf_counter()
-    result = compare(spec, recipe, k=options.k, timeout=options.timeout, device=device)
+    asked = options.option("context")           # drawn: one call, made as a REPRO without --context was
+    context = None if asked == "drawn" else check_context(asked, device)
+    result = compare(spec, recipe, k=options.k, timeout=options.timeout, device=device, context=context)
     return CheckRun(result, for_comparison(spec, result, device=device, timeout=options.timeout,
                                            elapsed_s=time.perf_counter() - t0))
 

@@ -90,6 +90,7 @@ class ComparisonResult:
     rel_err_allowed: float = 0.0   # the relative error allowed where max_rel_err occurred
     judged_rows: tuple = field(default=(), repr=False)   # the rows stages 2-5 judged
     call_kind: str | None = None                  # how the call ended when not normally (equiv.run)
+    context: str | None = None                    # the calling context (equiv.run.context); None: the caller's
 
     @property
     def failed_checks(self) -> NamedChecks:
@@ -111,7 +112,8 @@ class ComparisonResult:
         return json.loads(json.dumps(d, default=float, allow_nan=True))
 
     def summary(self) -> str:
-        head = (f"{self.path} k={self.k} {self.dtype} [{self.batch}, {self.vocab}] on {self.device}: "
+        head = (f"{self.path} k={self.k} {self.dtype} [{self.batch}, {self.vocab}] on {self.device}"
+                f"{f' under {self.context}' if self.context else ''}: "
                 f"{'PASS' if self.passed else 'FAIL'}")
         lines = [head] + ["  " + c.line() for c in self.checks]
         if not self.passed:
@@ -409,16 +411,18 @@ def _regression_check(base, tol, max_rel) -> CheckResult:
     return CheckResult("regression", max_rel <= limit, detail, failing=int(max_rel > limit), total=1)
 
 
-def _repro(name: str, k: int, recipe, device: str) -> str:
+def _repro(name: str, k: int, recipe, device: str, context=None) -> str:
     if recipe is not None:
-        return f"REPRO: equiv check --candidate {name} --k {k} --device {device} --recipe '{recipe}'"
+        return (f"REPRO: equiv check --candidate {name} --k {k} --device {device} --recipe '{recipe}'"
+                + (f" --context {context}" if context else ""))
     return (f"REPRO: equiv.compare(equiv.load_candidate({name!r}), logits, k={k}) "
             f"(raw tensor input: build it from an equiv.Recipe for a replayable command)")
 
 
 def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recipe=None,
             name: str | None = None, regression: bool = True,
-            timeout: float | None = None, device: str | None = None, rows=None) -> ComparisonResult:
+            timeout: float | None = None, device: str | None = None, rows=None,
+            context: str | None = None) -> ComparisonResult:
     """Judge ``fn(logits, k)`` against the float64 reference; see the module docstring.
 
     ``fn`` is a callable (called in this process), a built-in path name or a candidate spec (a
@@ -429,7 +433,10 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     signal or a write to the input is a failed contract check.
     ``rows``: which rows stages 2-5 judge (``equiv.ops.draft_topk.coverage.judged_rows``: None for all rows up
     to 2**24 elements and a seeded sample beyond, ``"all"``, a number of random rows, or a list of
-    row indices); the sample is drawn with the recipe's seed."""
+    row indices); the sample is drawn with the recipe's seed.
+    ``context``: the calling context of the call (``equiv.run.context``: grad, no_grad,
+    inference_mode, thread, side_stream), applied where the candidate runs; None: the caller's
+    (the worker's main thread, grad enabled). A failure names it, and its REPRO passes it on."""
     from equiv.validation import check_int, check_logits
 
     from equiv.ops.draft_topk.recipes import Recipe
@@ -446,7 +453,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     runner = runner_for(fn, device, timeout)
     # The call goes out first: a worker builds its input and runs the candidate while this
     # process builds its own copy and computes the reference (an in-process call waits).
-    pending = runner.submit(inputs, k, timeout=timeout)
+    pending = runner.submit(inputs, k, timeout=timeout, context=context)
     try:
         if logits is None:
             logits = inputs.build("cpu")
@@ -460,7 +467,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     batch, vocab = logits.shape
     recipe_str = str(recipe) if recipe is not None else None
     seed = getattr(recipe, "seed", None)
-    repro = _repro(name, k, recipe_str, device.split(":")[0])
+    repro = _repro(name, k, recipe_str, device.split(":")[0], context)
     call_kind = None
 
     def result(checks, *, exception=None, max_ulp=0.0, max_rel=0.0, row_ulp=(), row_rel_err=(),
@@ -475,7 +482,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
             poisoning_violations=get["poisoning"].failing, repro=repro, seed=seed,
             recipe=recipe_str, exception=exception, row_ulp=row_ulp, row_rel_err=row_rel_err,
             rel_err_allowed=rel_err_allowed, judged_rows=tuple(int(r) for r in judged),
-            call_kind=call_kind)
+            call_kind=call_kind, context=context)
 
     outcome = pending.result()
     call_kind = outcome.kind
@@ -485,7 +492,7 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
         if broken is not None:
             problem, cause = broken.message, broken.cause
     if problem is not None:
-        detail = problem
+        detail = problem + (f" (called under {context})" if context else "")
         if outcome.log_tail:
             detail += f"; its last output: {outcome.log_tail.splitlines()[-1][:200]}"
         checks = [CheckResult("contract", False, detail, failing=batch, total=batch, cause=cause)]

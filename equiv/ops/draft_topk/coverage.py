@@ -26,9 +26,11 @@ Plan
    admits [1024, 151936]).
    Then the dimensions of ``equiv.ops.draft_topk.space`` (``_dimension_shapes``), every budget:
    - one vocabulary of each class (an unlisted real one, a power of two, a multiple of 2**j,
-     the +-1 neighbours of both, a prime, one from the range), each with a small batch,
+     the +-1 neighbours of both, a prime, one from the range, one with V % 128 == 64 -- Phi-3's
+     32064 or a drawn one --, one with V % 256 == 128), each with a small batch,
    - one batch of each class past 1024 (the tree 256 x 5 = 1280, 2048 or 4096, a neighbour, one
-     from 1025..4096), each with a vocabulary that fits,
+     from 1025..4096, one from 4097..8192), each with a vocabulary that fits (past 4096 rows,
+     V = 1025 or 33: cheap on a CPU),
    - every one of these at a base offset of 1-15 elements (never a multiple of 16 bytes), with
      padded rows, or both (a view into a larger buffer), so that layouts cross vocabularies,
    - the ``masked`` checks a batch of 14 (every mask kind twice) and the ``confident`` checks
@@ -190,7 +192,8 @@ def _dimension_shapes(rng, cap: int) -> list:
     """A shape per vocabulary class and per large-batch class (module docstring, plan 1)."""
     shapes = [(int(rng.choice(SMALL_BATCHES[:6])), v) for v in vocab_draws(rng).values()]
     for batch in batch_draws(rng).values():
-        fits = [v for v in (4097, 1025, 33) if batch * v <= cap] or [1]
+        small = (1025, 33) if batch > 4096 else (4097, 1025, 33)        # past 4096 rows: cheap V
+        fits = [v for v in small if batch * v <= cap] or [1]
         shapes.append((batch, int(rng.choice(fits))))
     layouts = ({"offset": 1}, {"pad": 1}, {"pad": 1, "offset": 1})
     out = []

@@ -30,6 +30,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from equiv.checks import Check, Stage, stage_of
 from equiv.devices import resolve_device
 from equiv.ops.draft_topk.compare import compare
@@ -37,8 +39,9 @@ from equiv.ops.draft_topk.coverage import Shape, reaches_huge, tolerance_plan
 from equiv.ops.draft_topk.diagnose.attach import for_gate
 from equiv.ops.draft_topk.history import gate_coverage
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
-from equiv.ops.draft_topk.space import reach, table_lines
-from equiv.options import DEFAULT_VOCAB
+from equiv.ops.draft_topk import ksupport, space
+from equiv.ops.draft_topk.space import table_lines
+from equiv.options import AUTO_KS, DEFAULT_VOCAB
 from equiv.run import load_check, runner_for
 from equiv.run.suite import property_checks, start_properties
 from equiv.validation import check_int
@@ -56,62 +59,84 @@ STAGES = ("properties", "tolerance", "mtp")
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
-                     vocab: int, timeout: float | None, plan=None) -> tuple[list[Check], Stage]:
+                     vocab: int, timeout: float | None, plan=None, thin_ks=(), context="drawn",
+                     k_note: str = "") -> tuple[list[Check], Stage]:
     """``compare`` on every input family x dtype x k; the first failing recipe is the
-    counterexample. The worker builds each recipe on the device.
+    counterexample. The worker builds each recipe on the device, and calls the candidate in the
+    calling context dealt to that recipe (``space.context_draws``: every context the device offers
+    occurs; ``context`` names one for every call instead).
 
     ``plan`` (an ``equiv.ops.draft_topk.coverage.TolerancePlan``) gives each check its shapes; without one,
-    every check runs ``[batch, vocab]``."""
+    every check runs ``[batch, vocab]``. A k in ``thin_ks`` (the k values the default ``--k``
+    adds to k = 1) gets one shape of each check's plan, a different one per k."""
 
     runner = runner_for(spec, device, timeout)
-    checks, shapes, calls0, seen = [], set(), runner.calls, []
-    for k in ks:
+    checks, shapes, calls0, seen, used = [], set(), runner.calls, [], []
+    todo = []
+    for ki, k in enumerate(ks):
         for dtype in dtypes:
-            for family in FAMILIES:
+            for fi, family in enumerate(FAMILIES):
                 if plan is not None and (family, dtype) not in plan:
                     continue
-                name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
-                if getattr(runner, "stopped", None):
-                    checks.append(Check("tolerance", name, False, f"not run: {runner.stopped}", subject=f"{family}:{dtype}",
-                                        outcome="not_called"))
-                    continue
-                t0 = time.perf_counter()
-                worst = None
                 planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
-                runs = [(s, shape) for s in range(seed, seed + seeds) for shape in planned]
-                for s, shape in runs:
-                    recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
-                                    dtype=dtype, pad=shape.pad, offset=shape.offset)
-                    shapes.add((recipe.batch, recipe.vocab, recipe.pad))
-                    seen.append(recipe)
-                    res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device)
-                    if not res.passed:
-                        worst = res
-                        break
-                dt = time.perf_counter() - t0
-                if worst is None:
-                    checks.append(Check("tolerance", name, True, f"{len(runs)} recipe(s) within tolerance: "
-                                            f"{', '.join(map(str, planned))}", subject=f"{family}:{dtype}", duration_s=dt))
-                    continue
-                detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
-                where = f"recipe {worst.recipe}" + (f", worst row {worst.worst_row}"
-                                                    if worst.worst_row is not None else "")
-                checks.append(Check("tolerance", name, False, detail, subject=f"{family}:{dtype}", inputs=recipe,
-                                counterexample=where, repro=worst.repro,
-                                    duration_s=dt, outcome=worst.call_kind, recipe=worst.recipe,
-                                    parts=tuple(c.name for c in worst.failed_checks),
-                                    cause=worst.contract_cause))
+                if k in thin_ks:
+                    planned = (planned[(fi + ki) % len(planned)],)
+                todo.append((k, dtype, family, planned,
+                             [(s, shape) for s in range(seed, seed + (1 if k in thin_ks else seeds)) for shape in planned]))
+    dealt = space.context_draws(np.random.default_rng([seed, 0xC7]), device, sum(len(t[-1]) for t in todo))
+    if context != "drawn":
+        dealt = [context] * len(dealt)
+    n_call = 0
+    for k, dtype, family, planned, runs in todo:
+        name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
+        if getattr(runner, "stopped", None):
+            checks.append(Check("tolerance", name, False, f"not run: {runner.stopped}", subject=f"{family}:{dtype}",
+                                outcome="not_called"))
+            n_call += len(runs)
+            continue
+        t0 = time.perf_counter()
+        worst = None
+        for s, shape in runs:
+            ctx = dealt[n_call]
+            n_call += 1
+            recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                            dtype=dtype, pad=shape.pad, offset=shape.offset)
+            shapes.add((recipe.batch, recipe.vocab, recipe.pad))
+            seen.append(recipe)
+            used.append(ctx)
+            res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device, context=ctx)
+            if not res.passed:
+                worst = res
+                break
+        dt = time.perf_counter() - t0
+        if worst is None:
+            checks.append(Check("tolerance", name, True, f"{len(runs)} recipe(s) within tolerance: "
+                                    f"{', '.join(map(str, planned))}", subject=f"{family}:{dtype}", duration_s=dt))
+            continue
+        detail = "; ".join(f"{c.name}: {c.detail}" for c in worst.failed_checks)[:400]
+        where = (f"recipe {worst.recipe}" + (f" under {worst.context}" if worst.context else "")
+                 + (f", worst row {worst.worst_row}" if worst.worst_row is not None else ""))
+        checks.append(Check("tolerance", name, False, detail, subject=f"{family}:{dtype}", inputs=recipe,
+                            counterexample=where, repro=worst.repro,
+                            duration_s=dt, outcome=worst.call_kind, recipe=worst.recipe,
+                            parts=tuple(c.name for c in worst.failed_checks),
+                            cause=worst.contract_cause,
+                            evidence={"k": k, "context": worst.context}))
     late = runner.settle()
     if late is not None:
         checks.append(Check("tolerance", "tolerance:late-write", False, f"the candidate {late}"))
     bs = sorted({b for b, _, _ in shapes})
     vs = sorted({v for _, v, _ in shapes})
     padded = sum(1 for _, _, p in shapes if p)
-    ran = {"calls": runner.calls - calls0, "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
-           "coverage": reach(seen),
+    per_context = {c: used.count(c) for c in dict.fromkeys(used)}
+    ran = {"calls": runner.calls - calls0, "device": str(device), "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
+           "contexts": per_context, "coverage": space.reach(seen, used),
            "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
                       f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
-                      f"k={','.join(map(str, ks))}"}
+                      f"k={','.join(map(str, ks))}" + (f" (k={','.join(map(str, thin_ks))}: one shape per check)"
+                                                       if thin_ks else "")
+                      + (f" [{k_note}]" if k_note else "") + "; contexts "
+                      + ", ".join(f"{c} {n}" for c, n in per_context.items())}
     return checks, stage_of("tolerance", checks, ran)
 
 
@@ -147,6 +172,18 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
             checks.append(Check("load", "load", False, f"the candidate {load.problem}"))
             done = [_not_run(n, "the candidate could not be loaded") for n in stages]
         else:
+            thin, k_note = (), ""
+            if options.k_auto:                   # the default --k: every k of AUTO_KS it accepts
+                support = ksupport.accepted(runner, ks, timeout)
+                # none accepted: judged at k = 1 all the same, where its refusal fails every stage
+                ks = support.accepted or AUTO_KS[:1]
+                thin = ks[1:]                    # the first accepted k gets the whole shape plan
+                k_note = support.note()
+                if support.problem:              # a hang or an exit while probing: a failure
+                    checks.append(Check("tolerance", "tolerance:k-support", False,
+                                        f"the candidate {support.problem} (when called at k = "
+                                        f"{', '.join(map(str, AUTO_KS))} to see which k it accepts)",
+                                        outcome=support.kind))
             by_name = {}
             order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
             for n, name in enumerate(order):
@@ -162,10 +199,12 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                                                 huge=reaches_huge(device, budget))
                     got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
                                                seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
-                                               plan=shape_plan)
+                                               plan=shape_plan, thin_ks=thin, context=options.option("context"),
+                                               k_note=k_note)
                 else:
                     got, st = (feature_stages or {})[name](spec, ks=ks, device=device, seed=seed, vocab=vocab,
-                                                           timeout=timeout, stage_timeout=plan["mtp_timeout"])
+                                                           timeout=timeout, stage_timeout=plan["mtp_timeout"],
+                                                           context=options.option("context"))
                 by_name[name] = (got, replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
             for name in stages:                  # checks and stages in the order asked
                 checks += by_name[name][0]
@@ -176,7 +215,7 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     if progress and load is None:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
-    diagnosis = for_gate(spec, checks, k=ks[0], device=device, timeout=timeout,
+    diagnosis = for_gate(spec, checks, k=ks[0], ks=ks, device=device, timeout=timeout,
                          elapsed_s=time.perf_counter() - t0)
     coverage = gate_coverage(done, budget)
     return GateResult(candidate=spec.text, passed=passed,

@@ -10,18 +10,25 @@ Plan
 ----
 - ``plan_for(budget, seed, ...)``: a ``HistoryPlan``: ``rewrites`` calls on ONE input storage
   rewritten in place between calls (``x.copy_(next values)``), then ``run_calls`` calls with
-  fresh inputs at the same shape; the outputs of the last ``keep`` calls are kept alive and
-  re-read after every later call and once more at the end. ``run_calls`` is the N of "behaviour
-  after the first N calls of a shape" (``RUN_CALLS``: quick 64, full 512).
+  fresh inputs at the same shape (``SHAPE``, [8, 4097]: cheap); the outputs of the last
+  ``keep`` calls are kept alive, so each output is re-read after each of up to ``KEEP - 1`` = 16
+  later calls and once more at the end (a ring of N output buffers overwrites an output N calls
+  later). ``run_calls`` is the N of "behaviour after the first N calls of a shape" (``RUN_CALLS``:
+  quick 200, so 206 calls at one shape, past an autotuner that switches after 100; full 512).
+  Each call has its calling context (``space.context_draws``: every context the device offers,
+  dealt in a seeded order) and its input sits in a guard band (``equiv.run.guard.Guarded``) at
+  a drawn offset of 0-15 elements past an aligned start, as every call through ``equiv.run`` does.
 - ``probe(fn, device, payload)`` runs the plan in the candidate's process (``equiv.run``'s
   probe: the worker for a user's candidate) and returns only host arrays: each call's answer
-  read right after the call, and every re-read of a kept output. Outputs are read by
-  ``equiv.run.outcome.to_host`` (torch functions disabled; a tensor subclass crosses as Opaque).
+  read right after the call, every re-read of a kept output, and each write into an input or
+  its guard band. Outputs are read by ``equiv.run.outcome.to_host`` (torch functions disabled;
+  a tensor subclass crosses as Opaque).
 - ``judge(plan, reply)`` (the verdict process): each answer against the float64 reference of
   its recipe (``compare.answer_stage``), and every re-read bit-identical to the answer it
   re-reads. Returns the problems, one line each, first the earliest; ``problems`` returns them
-  as data (``Problem``: what went wrong, at which call, the failing stage), which the property
-  hands to the gate as ``Check.parts`` for the diagnosis.
+  as data (``Problem``: what went wrong, at which call, in which context, the failing stage, how
+  many calls after an output it changed), which the property hands to the gate as
+  ``Check.parts`` for the diagnosis.
 - ``KINDS`` names what a run covered (the gate's coverage table, dimension ``history``).
 """
 from __future__ import annotations
@@ -30,11 +37,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.ops.draft_topk.space import context_draws
+from equiv.run.context import call_in
+from equiv.run.guard import Guarded
+
 KINDS = ("in-place rewrite of one storage", "kept outputs re-read after every call",
          "long run of fresh inputs at one shape")
-RUN_CALLS = {"quick": 64, "full": 512}           # N: calls at one shape in one run
+RUN_CALLS = {"quick": 200, "full": 512}          # N: calls at one shape in one run
 REWRITES = {"quick": 6, "full": 32}
-KEEP = 4                                         # outputs kept alive and re-read
+KEEP = 17                                        # outputs kept alive: each re-read after 16 later calls
+OFFSETS = 16                                     # guard-band offsets drawn from 0..15 elements
 SHAPE = (8, 4097)                                # [B, V] of the history (capped by the subject)
 
 
@@ -44,6 +56,8 @@ class HistoryPlan:
     rewrites: int                                # the first ``rewrites`` share one storage
     keep: int
     k: int
+    contexts: tuple = ()                         # the calling context of each call (None: the caller's)
+    offsets: tuple = ()                          # the guard-band offset of each call's input
 
     @property
     def calls(self) -> int:
@@ -51,16 +65,24 @@ class HistoryPlan:
 
     def payload(self) -> dict:
         """What ``probe`` takes, where the candidate runs."""
-        return {"recipes": self.recipes, "rewrites": self.rewrites, "keep": self.keep, "k": self.k}
+        return {"recipes": self.recipes, "rewrites": self.rewrites, "keep": self.keep, "k": self.k,
+                "contexts": self.contexts, "offsets": self.offsets}
+
+    def context(self, i: int):
+        return self.contexts[i] if i < len(self.contexts) else None
 
     def reach(self) -> dict:
         return {"history": list(KINDS), "calls per shape": f"{self.calls} at one shape "
-                f"({self.rewrites} on one storage rewritten in place, outputs of the last "
-                f"{self.keep} re-read after each call)"}
+                f"({self.rewrites} on one storage rewritten in place, each output re-read after each "
+                f"of the {self.keep - 1} calls after it; contexts "
+                f"{', '.join(sorted({c for c in self.contexts if c}))}; guard-band offsets "
+                f"{min(self.offsets, default=0)}-{max(self.offsets, default=0)})"}
 
 
 def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_batch: int = SHAPE[0],
-             max_vocab: int = SHAPE[1]) -> HistoryPlan:
+             max_vocab: int = SHAPE[1], device: str = "cpu", context: str = "drawn") -> HistoryPlan:
+    """The history of ``budget`` (module docstring); ``context`` names one calling context for
+    every call instead of dealing them."""
     from equiv.ops.draft_topk.recipes import Recipe
 
     batch, vocab = min(SHAPE[0], max_batch), max(min(SHAPE[1], max_vocab), k)
@@ -68,7 +90,10 @@ def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_
     n = REWRITES[budget] + RUN_CALLS[budget]
     recipes = tuple(str(Recipe(family=families[i % len(families)], seed=seed + i, batch=batch,
                                vocab=vocab, dtype=dtype)) for i in range(n))
-    return HistoryPlan(recipes, REWRITES[budget], KEEP, k)
+    rng = np.random.default_rng([seed, 0x41])
+    contexts = tuple(context_draws(rng, device, n)) if context == "drawn" else (context,) * n
+    offsets = tuple(int(o) for o in rng.integers(0, OFFSETS, n))
+    return HistoryPlan(recipes, REWRITES[budget], KEEP, k, contexts, offsets)
 
 
 def probe(fn, device, payload: dict) -> dict:
@@ -77,24 +102,37 @@ def probe(fn, device, payload: dict) -> dict:
     from equiv.run.outcome import to_host
 
     recipes, rewrites, keep, k = (payload[n] for n in ("recipes", "rewrites", "keep", "k"))
-    answers, rereads, kept = [], [], []
+    contexts, offsets = payload.get("contexts") or (), payload.get("offsets") or ()
+    answers, rereads, kept, written = [], [], [], []
     storage = None
     for i, text in enumerate(recipes):
         x = Recipe.parse(text).build(device)
+        offset = offsets[i] if i < len(offsets) else 0
         if i < rewrites:
             if storage is None:
-                storage = x
+                storage = Guarded(x, "logits", offset=offset)
             else:
-                storage.copy_(x)                 # the same storage, new values
-            x = storage
-        out = fn(x, k)
+                storage.tensor.copy_(x)          # the same storage, new values
+                storage.snapshot = storage.buffer.clone()
+            guard = storage
+        else:
+            guard = Guarded(x, "logits", offset=offset)
+        context = contexts[i] if i < len(contexts) else None
+        out = call_in(context, fn, (guard.tensor, k), device)
+        if str(device).startswith("cuda"):
+            import torch                         # lazy: as every probe here
+
+            torch.cuda.synchronize()
+        problem = guard.problem("during the call")
+        if problem and not written:
+            written.append((i, problem))
         answers.append(to_host(out))
         kept = (kept + [(i, out)])[-keep:]
         for j, old in kept[:-1]:
             rereads.append((i, j, to_host(old)))
     for j, old in kept:
         rereads.append((len(recipes), j, to_host(old)))
-    return {"answers": answers, "rereads": rereads}
+    return {"answers": answers, "rereads": rereads, "written": written}
 
 
 def same_value(a, b) -> bool:
@@ -111,9 +149,11 @@ def same_value(a, b) -> bool:
 class Problem:
     """One problem of a history's reply, as data (``what``: ``in_place`` -- a wrong answer on the
     storage rewritten in place --, ``run`` -- a wrong answer among fresh inputs of one shape --,
-    ``reread`` -- a kept output that changed); ``call`` is 0-based (for a re-read: the call after
-    which it changed, ``plan.calls`` at the end), ``of`` the call whose kept output changed,
-    ``stage`` the wrong answer's failing stage of compare (contract, index, value, poisoning)."""
+    ``reread`` -- a kept output that changed --, ``written`` -- an input or its guard band
+    written); ``call`` is 0-based (for a re-read: the call after which it changed, ``plan.calls``
+    at the end), ``of`` the call whose kept output changed, ``later`` how many calls after it
+    (None: only at the end), ``stage`` the wrong answer's failing stage of compare (contract,
+    index, value, poisoning), ``context`` the calling context of the call."""
 
     what: str
     call: int
@@ -121,11 +161,15 @@ class Problem:
     of: int | None = None
     stage: str | None = None
     recipe: str | None = None                    # the input of the wrong answer, or of the kept output
+    later: int | None = None
+    context: str | None = None
 
     @property
     def parts(self) -> tuple:
-        """The data a failing check carries (``Check.parts``): ``history:WHAT`` and the stage."""
-        return (f"history:{self.what}",) + ((self.stage,) if self.stage else ())
+        """The data a failing check carries (``Check.parts``): ``history:WHAT``, the stage, and for
+        a re-read ``later:N`` (the output changed N calls after its own)."""
+        return ((f"history:{self.what}",) + ((self.stage,) if self.stage else ())
+                + ((f"later:{self.later}",) if self.later is not None else ()))
 
 
 def problems(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
@@ -136,24 +180,30 @@ def problems(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
 
     out = []
     answers = reply["answers"]
+    for i, text in reply.get("written", ()):
+        ctx = plan.context(i)
+        out.append(Problem("written", i, f"call {i + 1}{f' under {ctx}' if ctx else ''}: the subject {text}",
+                           stage="contract", recipe=plan.recipes[i], context=ctx))
     for i, (text, value) in enumerate(zip(plan.recipes, answers)):
         recipe = Recipe.parse(text)
         failed = answer_stage(value, recipe.build("cpu"), plan.k, device)
         if failed is not None:
             in_place = 0 < i < plan.rewrites
+            ctx = plan.context(i)
             where = (f"call {i + 1} on one storage rewritten in place" if in_place
                      else f"call {i + 1} at [{recipe.batch}, {recipe.vocab}] (after {i} calls of this shape)")
             out.append(Problem("in_place" if in_place else "run", i,
-                               f"{where}, recipe {text}: {failed[0]}: {failed[1]}", stage=failed[0],
-                               recipe=text))
+                               f"{where}{f' under {ctx}' if ctx else ''}, recipe {text}: {failed[0]}: {failed[1]}",
+                               stage=failed[0], recipe=text, context=ctx))
             break
     for after, j, value in reply["rereads"]:
         if not same_value(value, answers[j]):
-            when = "at the end" if after >= plan.calls else f"after call {after + 1}"
+            later = after - j if after < plan.calls else None
+            when = "at the end" if later is None else f"after call {after + 1}, {later} call(s) later"
             out.append(Problem("reread", after, f"the outputs of call {j + 1}, kept alive, changed {when}: "
                                f"it reuses its output buffers across calls, so a caller that keeps "
                                f"topk_p of earlier draft steps reads the wrong values", of=j,
-                               recipe=plan.recipes[j]))
+                               recipe=plan.recipes[j], later=later))
             break
     return out
 
@@ -171,7 +221,8 @@ def gate_coverage(stages, budget: str) -> dict:
     out = dict(tol.ran.get("coverage", {})) if tol is not None and tol.status in ("pass", "FAIL") else {}
     ran_history = props is not None and "call_history" in props.ran.get("examples", {})
     if ran_history:
-        out.update(plan_for(budget, 0).reach())
+        device = tol.ran.get("device", "cpu") if tol is not None else "cpu"
+        out.update(plan_for(budget, 0, device=device).reach())
     elif out:
         out["history"] = "not run (the property suite's call_history did not run)"
     return out

@@ -10,7 +10,8 @@ import importlib
 import inspect
 
 from equiv.errors import CandidateLoadError
-from equiv.ops import Op
+from equiv.ops import Op, OpOption
+from equiv.run.context import CONTEXTS
 
 _HERE = __name__.rpartition(".")[0]
 
@@ -44,7 +45,7 @@ def _builtin_names() -> tuple:
     return tuple(_lazy("paths", "path_names")())
 
 
-_FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES")}
+_FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES"), "confidence_bands": ("confidence", "BANDS")}
 
 
 def _feature(name: str):
@@ -66,4 +67,8 @@ OP = Op(name="draft_topk", signature="fn(logits, k) -> (topk_p, topk_index)",
         budget_dtypes=_budget_dtypes, coverage_lines=_lazy("space", "table_lines"),
         selftest_stages=("properties", "tolerance"), correct_paths=_lazy("selftest", "correct_paths"),
         false_positive_run=_lazy("selftest", "false_positive_run"), report=_lazy("check", "report"),
-        listing=_lazy("listing", "listing"), reply_modules=(f"{_HERE}.gpu_probes",), features=_feature, bench=_lazy("bench_command", "run_command"))
+        listing=_lazy("listing", "listing"), reply_modules=(f"{_HERE}.gpu_probes",), features=_feature, bench=_lazy("bench_command", "run_command"),
+        options=(OpOption("context", ("drawn",) + CONTEXTS, "drawn",
+                          "the calling context of every call: drawn (each stage deals grad, no_grad, "
+                          "inference_mode, a thread other than the main one and, on a GPU, a side "
+                          "stream over its calls) or one of them for all calls"),))

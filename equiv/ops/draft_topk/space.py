@@ -7,22 +7,34 @@ This module names each dimension, the classes a value falls in, and the values t
 Plan
 ----
 - ``vocab``: ``REAL_VOCABS`` (each with the model it comes from), powers of two, multiples of
-  2**j (j >= 7) that are not powers, the +-1 neighbours of both, primes, and sizes drawn from
-  ``[2, VOCAB_RANGE]``. ``vocab_classes(v)`` names every class ``v`` is in.
+  2**j (j >= 7) that are not powers, the +-1 neighbours of both, primes, half tiles
+  (V % 128 == 64, as Phi-3's 32064: a kernel whose 128-wide tiles assume full halves) and
+  V % 256 == 128 (a 256-wide tile's half), and sizes drawn from ``[2, VOCAB_RANGE]``.
+  ``vocab_classes(v)`` names every class ``v`` is in.
 - ``batch``: 1..``MAX_BATCH``, the neighbours of every power of two, tree-shaped batches
-  (``TREE_BATCHES``: sequences x nodes, as a draft tree's rows are), and on a GPU in the full
-  budget one shape past 2**31 elements (``HUGE_SHAPE``, bfloat16): int32 offsets overflow there.
+  (``TREE_BATCHES``: sequences x nodes, as a draft tree's rows are), batches past 4096 (a grid
+  that caps its rows at 4096; ``batch_draws`` pairs them with a small V, cheap on a CPU), and on
+  a GPU in the full budget one shape past 2**31 elements (``HUGE_SHAPE``, bfloat16): int32
+  offsets overflow there.
+- ``context``: ``equiv.run.context.CONTEXTS``, the calling context of each call (grad enabled,
+  ``no_grad``, ``inference_mode``, a thread other than the main one; on a GPU a side stream).
+  ``context_draws(rng, device, n)`` deals them to ``n`` calls so that every one the device offers
+  occurs once ``n`` reaches their number; ``context_of(key, device)`` draws one for a call from a
+  key (the property suite's: its input), so a replayed example gets the same context.
 - ``layout``: ``layout_classes(recipe)``: contiguous rows, padded rows whose stride is (or is
   not) a multiple of 16 bytes, a base ``offset`` of 1-15 elements (not 16-byte aligned), and views
   (an offset and a padded stride at once: a slice of a larger buffer).
 - ``mask``: ``MASKS``, where the -inf entries of a row go (``recipes.py`` builds them).
 - ``confidence``: ``confidence.BANDS``, the top-1 probability bands of the ``confident`` family.
 - ``history``: ``history.KINDS``, the call histories the ``call_history`` property runs.
-- ``reach(recipes)`` is what a run covered, per dimension; ``table_lines`` prints it.
+- ``reach(recipes, contexts)`` is what a run covered, per dimension; ``table_lines`` prints it.
 """
 from __future__ import annotations
 
 import math
+import zlib
+
+from equiv.run.context import available
 
 # vocab_size of each model's published config.json (Hugging Face model cards)
 REAL_VOCABS = {
@@ -36,12 +48,13 @@ REAL_VOCABS = {
     151666: "a Qwen2 tokenizer's size",
     151936: "Qwen2 (embedding rows)",
     256000: "Gemma, Gemma-2",
+    32064: "Phi-3-mini",
     262144: "Gemma-3",
 }
 # The sizes the gate drew before issue 23: a kernel tuned to exactly these must not pass.
 LISTED_VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280, 151936, 151666, 128256)
 VOCAB_RANGE = 262144
-MAX_BATCH = 4096
+MAX_BATCH = 8192
 TREE_BATCHES = {1280: "256 sequences x 5 nodes", 320: "64 x 5", 96: "32 x 3", 60: "4 x 15"}
 HUGE_SHAPE = (16385, 131072)                     # 2**31 + 2**17 elements, 4 GiB in bfloat16
 MASKS = ("tail", "front", "inside", "interleaved", "first_only", "last_only", "one_left")
@@ -78,13 +91,17 @@ def vocab_classes(v: int) -> tuple:
         out.append("multiple of 2**j +-1")
     if is_prime(v):
         out.append("prime")
+    if v % 128 == 64:
+        out.append("V % 128 == 64")
+    if v % 256 == 128:
+        out.append("V % 256 == 128")
     if v not in LISTED_VOCABS:
         out.append("unlisted")
     return tuple(out) or ("other",)
 
 
 def batch_classes(b: int) -> tuple:
-    out = ["1" if b == 1 else "2-1024" if b <= 1024 else "past 1024"]
+    out = ["1" if b == 1 else "2-1024" if b <= 1024 else "past 1024" if b <= 4096 else "past 4096"]
     if _pow2(b) and b > 1:
         out.append("power of two")
     elif b > 2 and (_pow2(b - 1) or _pow2(b + 1)):
@@ -119,24 +136,59 @@ def vocab_draws(rng, cap: int = VOCAB_RANGE) -> dict:
     prime = int(rng.integers(1024, cap))
     while not is_prime(prime):
         prime += 1
+    half = 128 * int(rng.integers(1, min(cap, 2 ** 17) // 128)) + 64      # V % 128 == 64 (not 32064)
+    half256 = 256 * int(rng.integers(1, min(cap, 2 ** 17) // 256)) + 128   # V % 256 == 128
     return {"real": int(rng.choice(unlisted_real)) if unlisted_real else 32000,
             "power of two": power, "power of two +-1": power + int(rng.choice([-1, 1])),
             "multiple of 2**j": mult, "multiple of 2**j +-1": mult + int(rng.choice([-1, 1])),
-            "prime": prime, "range": int(rng.integers(2, cap + 1))}
+            "prime": prime, "range": int(rng.integers(2, cap + 1)),
+            "V % 128 == 64": 32064 if 32064 <= cap and rng.integers(2) else half,
+            "V % 256 == 128": half256}
 
 
 def batch_draws(rng) -> dict:
     """One batch of each large class (seeded): {class: B}."""
     j = int(rng.integers(11, 13))                # 2048 or 4096
     return {"tree": 1280, "power of two": 2 ** j, "power of two +-1": 2 ** j + int(rng.choice([-1, 1])),
-            "range": int(rng.integers(1025, MAX_BATCH + 1))}
+            "range": int(rng.integers(1025, 4097)), "past 4096": int(rng.integers(4097, MAX_BATCH + 1))}
 
 
-def reach(recipes) -> dict:
-    """The classes a set of recipes covered, per dimension (sorted lists)."""
+def context_draws(rng, device, n: int) -> list:
+    """The calling contexts of ``n`` calls (module docstring): each context ``device`` offers in
+    a seeded order, then again, so that every one occurs once ``n`` reaches their number."""
+    offered = list(available(device))
+    order = [offered[int(i)] for i in rng.permutation(len(offered))]
+    return [order[i % len(order)] for i in range(n)]
+
+
+def call_context(x, asked: str, device) -> str:
+    """The context of a call on the tensor ``x``: ``asked`` unless it is ``drawn``, then
+    ``context_of`` a key of ``x`` (its shape, dtype, layout and first and last rows)."""
+    if asked != "drawn":
+        return asked
+    import torch                                 # lazy: the space is read without torch
+
+    rows = x.detach()[[0, -1]] if x.dim() == 2 and x.shape[0] else x.detach().reshape(-1)[:0]
+    if rows.dtype == torch.bfloat16:
+        rows = rows.view(torch.int16)
+    key = f"{tuple(x.shape)}{x.dtype}{x.stride()}{x.storage_offset()}".encode() + rows.cpu().numpy().tobytes()
+    return context_of(key, device)
+
+
+def context_of(key, device) -> str:
+    """One calling context for the call whose input ``key`` describes (a string or bytes):
+    the same key draws the same context, so a replayed example is called as it was."""
+    offered = available(device)
+    data = key if isinstance(key, bytes) else str(key).encode()
+    return offered[zlib.crc32(data) % len(offered)]
+
+
+def reach(recipes, contexts=()) -> dict:
+    """The classes a set of recipes (called in ``contexts``) covered, per dimension (sorted lists)."""
     from equiv.ops.draft_topk.confidence import row_bands
 
-    dims: dict = {"vocab": set(), "batch": set(), "layout": set(), "mask": set(), "confidence": set()}
+    dims: dict = {"vocab": set(), "batch": set(), "layout": set(), "mask": set(), "confidence": set(),
+                  "context": set(c for c in contexts if c)}
     shapes = set()
     for r in recipes:
         dims["vocab"].update(vocab_classes(r.vocab))
@@ -151,10 +203,9 @@ def reach(recipes) -> dict:
         if r.family == "confident":
             dims["confidence"].update(row_bands(r))
     out = {k: sorted(v) for k, v in dims.items()}
-    out["largest shape"] = max(shapes, key=lambda s: s[0] * s[1], default=None)
-    if out["largest shape"]:
-        b, v = out["largest shape"]
-        out["largest shape"] = f"[{b}, {v}] ({b * v / 2 ** 31:.3g} x 2**31 elements)"
+    largest = max(shapes, key=lambda s: s[0] * s[1], default=None)
+    out["largest shape"] = "none" if largest is None else (
+        f"[{largest[0]}, {largest[1]}] ({largest[0] * largest[1] / 2 ** 31:.3g} x 2**31 elements)")
     return out
 
 

@@ -24,7 +24,8 @@ from equiv.checks import Defect, Diagnosis
 
 KINDS = ("acceptance at position j", "residual law", "bonus law", "-1 layout", "determinism",
          "input write", "output type", "raise", "crash or hang", "support", "greedy",
-         "emitted law at position j", "joint law of positions j,j+1", "tail concentration")
+         "emitted law at position j", "joint law of positions j,j+1", "tail concentration",
+         "shared randomness between rows", "shared randomness between calls", "joint law of the emitted block")
 _SMALL_EVIDENCE = ("call", "row", "group", "problem", "position", "trials", "successes", "alpha", "p_value")
 FINDINGS_TITLE = "the token-level law, judged to say why (a lead for a token-level sampler):"
 

@@ -13,6 +13,9 @@ Plan
    ``judge.FAMILY_ALPHA``; one gate check per judge check. The stage's ``ran`` holds the law, the
    efficiency rows (accept length against the token-level optimum) and the notes; its ``why``
    line shows the notes (a lossless verifier that breaks the token law).
+The gate's ``coverage`` (JSON and console) is ``space.reach`` of the cases its stages ran: per
+dimension of the verifier's input space (n, vocab, batch, layout, draft, family, purpose), the
+values drawn, the deepest position that the statistical cases' rows reach, the largest input.
 The law reaches the property suite's subprocess as ``RunOptions.law`` (``--equiv-law``), so that
 its exact checks judge the same law.
 The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
@@ -90,6 +93,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify.judge import LAWS, run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
+    from equiv.ops.verify.space import reach, table_lines
     from equiv.options import RunOptions
     from equiv.run.timeouts import parse_timeout
 
@@ -132,10 +136,15 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
+    ran = {st.name for st in done if st.status in ("pass", "FAIL")}
+    covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
+                                             if st in ran), law=law, device=device)
+    coverage = reach(covered) if covered else {}
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
-                      op="verify", diagnosis=diagnosis)
+                      op="verify", diagnosis=diagnosis, coverage=coverage,
+                      coverage_lines=tuple(table_lines(coverage)))
 
 
 def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",

@@ -69,6 +69,7 @@ CHECKS = ("contract", "support", "greedy", "acceptance", "distribution", "tail")
 LOSSLESS_CHECKS = ("contract", "support", "greedy", "marginal", "joint", "tail")
 LAWS = ("lossless", "token")
 LAW_CHECKS = {"lossless": LOSSLESS_CHECKS, "token": CHECKS}
+MORE_CHECKS = ("independence", "block_law")     # under both laws, where their cases ran (_more_checks)
 _SHARE = {"token": {"acceptance": 0.4, "pit": 0.2, "rank": 0.2, "tail": 0.2},
           "lossless": {"pit": 0.2, "rank": 0.2, "score": 0.2, "joint": 0.2, "tail": 0.2}}
 FAMILY_ALPHA = 1e-4
@@ -136,12 +137,14 @@ def repro_line(spec: str, recipe, calls: int, seed: int, device: str, law: str =
 @dataclass(frozen=True)
 class Case:
     """One recipe of a plan: ``calls`` seeded calls from ``seed`` on; ``statistical`` when its
-    outputs feed the statistical tests."""
+    outputs feed the statistical tests; ``purpose`` what the plan drew it for (space.PURPOSES:
+    ``joint exact`` and ``independence`` cases feed those checks, judge_more.py)."""
 
     recipe: VerifyRecipe
     calls: int
     seed: int
     statistical: bool = False
+    purpose: str = ""
 
     @property
     def seeds(self) -> tuple:
@@ -428,6 +431,7 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: s
         elif statistical and check not in ran_detail:
             out += [c for c in checks if c.name == check] or [
                 judged(check, False, "nothing checked: no call returned a usable output")]
+    out += _more_checks(cases, drawn, found, seed, law)
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     notes = tuple(found.notes.values()) if not any(not c.passed for c in out) else ()
@@ -439,3 +443,52 @@ def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: s
                    and (e["accept_length"] - e["token_optimum"]) / e["stderr"] < -EFFICIENCY_Z)
     return Verdict(spec, device, seed, tuple(out), len(cases), calls, rows, law, notes,
                    tuple(stats["efficiency"]))
+
+
+def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
+    """``independence`` (independence.py) on the cases whose rows have identical inputs and
+    ``block_law`` (block_law.py) on the statistical ones: one check each, present only where
+    such cases ran (a recipe of the other kinds has nothing for them to judge)."""
+    from equiv.ops.verify.block_law import block_tests
+    from equiv.ops.verify.independence import eligible, independence_tests
+
+    out = []
+    pairs = list(zip(cases, drawn))
+    rows_alike = [(c, d) for c, d in pairs if eligible(c, d)]
+    if rows_alike:
+        tests = independence_tests(rows_alike)
+        bad = [(c, t) for c, t in tests if t["failed"]]
+        if bad:
+            c, t = bad[0]
+            found.fail("independence", c, (None, None,
+                       f"{t['label']}: outputs of identical inputs matched {t['same_rate']:.3f} of the time "
+                       f"where independent draws match {t['crossed_rate']:.3f} ({t['more']} units more, "
+                       f"{t['fewer']} fewer), sign test p = {t['p_value']:.3g} < {t['level']:.3g}"),
+                       {"tests": [t for _, t in tests]},
+                       cause="shared randomness between calls" if t["label"] == "calls"
+                       else "shared randomness between rows")
+            out.append(found.first["independence"])
+        elif tests:
+            out.append(judged("independence", True, f"{len(tests)} swap sign tests over "
+                                   f"{sum(t['units'] for _, t in tests)} units (rows of identical inputs, "
+                                   f"pairs of calls); smallest p = {min(t['p_value'] for _, t in tests):.3g}"))
+    statistical = [(c, d) for c, d in pairs if c.statistical and c.recipe.drafts == "sampled"]
+    if statistical and law == "lossless":
+        tests = block_tests(statistical, seed)
+        bad = [(c, t) for c, t in tests if t["failed"]]
+        if bad:
+            c, t = min(bad, key=lambda ct: ct[1]["kind"] == "pair score")
+            shown = (f"chi-square {t['chi2']:.1f} over {t['df'] + 1} cells ({t['n']} blocks), p = {t['p_value']:.3g} "
+                     f"< {t['level']:.3g}, plug-in TV {t['tvd']:.4f}" if "chi2" in t else
+                     f"z = {t['z']:+.1f}, Bernstein p = {t['p_value']:.3g} < {t['level']:.3g}, shift "
+                     f"{t['tv_bound']:.4f} > floor")
+            found.fail("block_law", c, (None, None, f"{t['label']}: {shown}"), {"tests": [t for _, t in tests]},
+                       cause="joint law of the emitted block")
+            out.append(found.first["block_law"])
+        elif tests:
+            exact = [t for _, t in tests if "chi2" in t]
+            out.append(judged("block_law", True, f"{len(exact)} exact tables "
+                                   f"({sum(t['n'] for t in exact if 'whole' in t['kind'])} blocks), "
+                                   f"{len(tests) - len(exact)} pair-score tests; smallest p = "
+                                   f"{min(t['p_value'] for _, t in tests):.3g}"))
+    return out

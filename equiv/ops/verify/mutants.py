@@ -224,7 +224,9 @@ def shared_uniform(d, q, p, g):
 
 
 @mutant("block verification without its residual weight", "block verification that keeps the first "
-        "i drafts with probability w_i instead of r_i / (r_i + 1 - w_i)", "marginal", "support")
+        "i drafts with probability w_i instead of r_i / (r_i + 1 - w_i): it keeps blocks whose weighted "
+        "residual is empty and draws a token outside [0, V) there (seen at V = 2 since issue 34's joint "
+        "case; the marginal test sees its law elsewhere)", "contract", "support")
 def block_keep_by_weight(d, q, p, g):
     u = torch.rand((d.shape[0], d.shape[1] + 1), generator=g, device=p.device, dtype=torch.float64)
     w = block_weights(d, q, p)

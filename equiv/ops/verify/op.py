@@ -55,7 +55,7 @@ OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs,
         parse_recipe=lambda text: _attr("recipes", "VerifyRecipe")().parse(text),
         default_recipe="realistic:seed=0,batch=256,n=3,vocab=129280",
         stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="verifier",
-        features=_feature,
+        features=_feature, coverage_lines=lambda coverage: _attr("space", "table_lines")()(coverage),
         options=(OpOption("law", LAWS, "lossless",
                           "the law judged: lossless (the emitted text has the target model's law) or token "
                           "(the token-level rejection sampler's per-draft law)"),))

@@ -3,18 +3,27 @@
 Plan. Two kinds of case (``judge.Case``):
 
 - *contract cases* (exact checks only): every family x draft kind (``probs``, ``onehot``) at a
-  size from ``CONTRACT_SIZES`` -- n from 1 to 8, V from 1 to 129280, tile edges (33, 1025, 4097),
-  padded (non-contiguous) inputs on every other case -- small batches, one call plus the replay;
-- *statistical cases*: batches that copy a few problems many times, so one call yields hundreds
-  of draws of each (p, q, d) triple; their outputs also feed the acceptance and distribution
-  tests (under the lossless law with ``drafts=sampled``: every row draws its own drafts from the
-  draft law, which is what losslessness is a property of). ``quick`` fits the 2-core CPU budget of a pull request (V = 129280 for the realistic and
-  tiny-q cases, smaller V for the bulk of the draws); ``full`` draws 2**15+ tokens at V = 129280
-  (nightly, or one GPU: docs/verify.md has its power).
-
-Under the lossless law the drafts of a row are drawn once per recipe (recipes.py), so a second
-call would repeat them: a lossless case makes one call of ``batch * calls`` rows instead (capped
-at ``2**28`` target elements; the realistic V = 129280 quick case keeps its 384 rows).
+  size from ``CONTRACT_SIZES`` -- n from 1 to 16, V from 1 to 262144 (past 2**17: Qwen, Gemma),
+  tile edges (33, 1025, 4097), batches of 8 and (at V <= 8192) 67: rows past the last multiple of 64, padded
+  (non-contiguous) inputs on every other case and a base offset on every third -- one call plus
+  the replay;
+- *statistical cases*, **drawn from the input space per seed** (space.py), not listed: each
+  *slot* of ``_slots`` names what it is for (``Case.purpose``, ``space.PURPOSES``) and draws its
+  values with its own generator ``[seed, _PLAN_SALT, slot]``:
+  ``wide`` (a vocabulary past 2**17: Qwen 151936 / 152064, Gemma 256000 / 262144 or a prime),
+  ``marginal`` (the realistic case with the most draws at a real vocabulary), ``deep`` (n 9..16
+  with acceptance ~0.9 per position, so rows reach the late positions; 1025-4096 rows),
+  ``many rows`` (4097-8192 rows, a greedy drafter), one slot per family (tiny_q, neginf_zeros,
+  bf16_rounded, ties, equal, disjoint, onehot_target), ``joint exact`` (V = 2 or 3, n 4..7,
+  2**17+ rows of one problem: the block's joint law is enumerable, judge_more.py); every slot
+  draws its layout (contiguous, padded, offset, both) and batches that are never multiples of
+  64 where the slot draws them. Under the lossless law every row draws its own drafts from the
+  draft law (what losslessness is a property of); under the token law the drafts are fixed per
+  problem. Batches are capped by target elements per slot, so the quick plan fits the 2-core
+  CPU budget of a pull request; ``full`` has four times the rows (nightly, or one GPU).
+- the *independence* case (``_independence``): one problem, fixed drafts (every row has
+  identical inputs), two calls with different generator seeds: judge_more.py's test of shared
+  randomness between rows and between calls.
 
 On a GPU each budget adds its *power case* (``POWER``): the realistic case at n = 3, V = 129280
 in ``parts`` calls of ``rows`` rows -- under the lossless law ``parts`` recipes that differ only
@@ -28,44 +37,22 @@ from ``1000 * (s + i)`` on, so every case is replayable alone from its ``REPRO:`
 """
 from __future__ import annotations
 
+import numpy as np
+
+from equiv.ops.verify import space
 from equiv.ops.verify.judge import LAWS, Case
 from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
 from equiv.validation import check_choice, check_int
 
 BUDGETS = ("quick", "full")
-_MAX_ELEMENTS = 2 ** 28          # target_probs of one lossless case: 1 GiB of float32
 # (n, vocab) pairs the contract cases cycle through; V = 1 only where a family allows it.
-CONTRACT_SIZES = ((1, 129280), (3, 33), (8, 1025), (2, 2), (5, 4097), (4, 129280), (1, 1000), (2, 1))
+CONTRACT_SIZES = ((1, 129280), (3, 33), (8, 1025), (2, 2), (5, 4097), (4, 129280), (1, 1000), (2, 1),
+                  (16, 257), (9, 151936), (2, 262144), (12, 4099), (3, 256000), (10, 152064))
 _NEEDS_TWO_TOKENS = ("disjoint", "tiny_q", "ties", "neginf_zeros")
 # rows per call, calls: the power case of a GPU run (module docstring)
 POWER = {"quick": (4096, 32), "full": (4096, 64)}
 _POWER_RECIPE = dict(family="realistic", draft="probs", n=3, vocab=129280, problems=8)
-
-# family, draft, n, vocab, batch, problems, calls: the statistical cases of each budget.
-_STATISTICAL = {
-    "quick": (
-        ("realistic", "probs", 3, 129280, 384, 8, 2),
-        ("tiny_q", "probs", 1, 129280, 256, 4, 1),
-        ("realistic", "onehot", 2, 4097, 4096, 8, 2),
-        ("neginf_zeros", "probs", 2, 1025, 4096, 8, 2),
-        ("bf16_rounded", "probs", 2, 4097, 2048, 8, 2),
-        ("ties", "probs", 1, 33, 4096, 8, 1),
-        ("equal", "probs", 2, 1025, 2048, 4, 1),
-        ("disjoint", "probs", 1, 1025, 2048, 4, 1),
-        ("onehot_target", "probs", 3, 129280, 64, 8, 1),
-    ),
-    "full": (
-        ("realistic", "probs", 3, 129280, 4096, 16, 8),
-        ("realistic", "onehot", 2, 129280, 4096, 16, 4),
-        ("tiny_q", "probs", 1, 129280, 2048, 8, 2),
-        ("neginf_zeros", "probs", 2, 129280, 2048, 8, 2),
-        ("bf16_rounded", "probs", 2, 129280, 2048, 8, 2),
-        ("ties", "probs", 1, 129280, 2048, 8, 2),
-        ("equal", "probs", 2, 129280, 2048, 8, 2),
-        ("disjoint", "probs", 1, 129280, 2048, 8, 2),
-        ("onehot_target", "onehot", 3, 129280, 512, 8, 1),
-    ),
-}
+_PLAN_SALT = 0x5EED
 
 
 def contract_cases(seed: int = 0, start: int = 0) -> list:
@@ -75,27 +62,87 @@ def contract_cases(seed: int = 0, start: int = 0) -> list:
             n, vocab = CONTRACT_SIZES[i % len(CONTRACT_SIZES)]
             if vocab < 2 and family in _NEEDS_TWO_TOKENS:
                 vocab = 2
-            recipe = VerifyRecipe(family=family, seed=seed + i, batch=8, n=n, vocab=vocab, problems=4,
-                                  draft=draft, pad=3 * (i % 2))
+            recipe = VerifyRecipe(family=family, seed=seed + i, batch=67 if i % 3 == 1 and vocab <= 8192 else 8, n=n, vocab=vocab,
+                                  problems=4, draft=draft, pad=3 * (i % 2), offset=5 * (i % 3 == 2))
             cases.append(Case(recipe, 1, 1000 * (seed + i)))
             i += 1
     return cases
 
 
+def _slots(rng_of, scale: int) -> list:
+    """The statistical slots of a plan: ``(purpose, recipe fields)`` each drawn from the space
+    (space.py) with its own seeded generator ``rng_of(i)``; ``scale`` multiplies the rows (full)."""
+    out = []
+
+    def add(purpose, elements_cap, rows, **fields):
+        cap = max(fields.get("problems", 8), elements_cap // ((fields["n"] + 1) * fields["vocab"]))
+        out.append((purpose, dict(batch=min(rows, cap) * scale, **fields)))
+
+    r = rng_of(0)   # a vocabulary past 2**17 (Qwen, Gemma or a prime), short chains
+    v = space.draw_real_vocab(r, past_2_17=True) if r.random() < 0.75 else space.draw_prime(r, 2 ** 17, 262144)
+    add("wide", 2 ** 26, space.draw_batch(r, 64, 200), family="realistic", n=int(r.integers(1, 3)),
+        vocab=v, problems=4, draft="probs", **space.draw_layout(r))
+    r = rng_of(1)   # a real vocabulary: the realistic case with the most draws at that size
+    v = space.draw_real_vocab(r) if r.random() < 0.75 else space.draw_vocab(r, 20000, 2 ** 17)
+    add("marginal", 2 ** 28, 768, family="realistic", n=3, vocab=v, problems=8, draft="probs",
+        **space.draw_layout(r))
+    r = rng_of(2)   # long chains that rows survive: acceptance ~0.9 per position
+    add("deep", 2 ** 25, space.draw_batch(r, 1025, 4096), family="realistic", n=int(r.integers(9, space.MAX_N + 1)),
+        vocab=space.draw_vocab(r, 100, 600), problems=8, draft="probs",
+        noise=round(float(r.uniform(0.1, 0.25)), 3), **space.draw_layout(r))
+    r = rng_of(3)   # many rows with a remainder, a greedy drafter
+    add("many rows", 2 ** 25, space.draw_batch(r, 4097, space.MAX_BATCH), family="realistic",
+        n=int(r.integers(1, 6)), vocab=space.draw_vocab(r, 5, 300), problems=8, draft="onehot",
+        **space.draw_layout(r))
+    r = rng_of(4)
+    add("family", 2 ** 25, 256, family="tiny_q", n=1, vocab=space.draw_real_vocab(r), problems=4, draft="probs")
+    for i, (family, n_range, v_range, rows, problems) in enumerate((
+            ("neginf_zeros", (2, 6), (500, 5000), 4096, 8), ("bf16_rounded", (2, 5), (1000, 8000), 2048, 8),
+            ("ties", (1, 4), (17, 600), 4096, 8), ("equal", (2, 9), (100, 2000), 2048, 4),
+            ("disjoint", (1, 3), (100, 2000), 2048, 4))):
+        r = rng_of(5 + i)
+        add("family", 2 ** 25, space.draw_batch(r, rows // 2, rows), family=family,
+            n=int(r.integers(*n_range)), vocab=space.draw_vocab(r, *v_range), problems=problems,
+            draft="onehot" if r.random() < 0.25 else "probs", **space.draw_layout(r))
+    r = rng_of(10)  # temperature 0 at a real vocabulary
+    add("family", 2 ** 25, space.draw_batch(r, 65, 127), family="onehot_target", n=int(r.integers(2, 9)),
+        vocab=space.draw_real_vocab(r), problems=8, draft="probs", **space.draw_layout(r))
+    r = rng_of(11)  # the whole joint law of the block, enumerable (judge_more.py)
+    n, v = space.draw_exact_shape(r)
+    add("joint exact", 2 ** 25, space.draw_batch(r, 2 ** 17, 2 ** 17 + 4000), family="realistic", n=n, vocab=v,
+        problems=1, draft="probs", noise=round(float(r.uniform(0.4, 0.7)), 3), part=1)
+    return out
+
+
+def _independence(rng, scale: int) -> dict:
+    """Rows of identical inputs (one problem, drafts fixed) for the independence case."""
+    return dict(family="realistic", n=int(rng.integers(2, 5)), vocab=space.draw_vocab(rng, 8, 300),
+                batch=space.draw_batch(rng, 512, 1000) * scale, problems=1, draft="probs", drafts="fixed",
+                **space.draw_layout(rng))
+
+
 def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law: str = "lossless",
                       device: str = "cpu") -> list:
+    """The statistical cases of a budget, drawn from the space per ``seed`` (module docstring),
+    then the independence case, then on a GPU the power case."""
     budget = check_choice("budget", budget, BUDGETS)
     drafts = "fixed" if check_choice("law", law, LAWS) == "token" else "sampled"
+    scale = 1 if budget == "quick" else 4
+
+    def rng_of(i):
+        return np.random.default_rng([seed, _PLAN_SALT, i])
+
     cases = []
-    for i, (family, draft, n, vocab, batch, problems, calls) in enumerate(_STATISTICAL[budget], start):
-        if drafts == "sampled":                  # drafts are per row, not per call: one call, more rows
-            rows = min(batch * calls, max(batch, _MAX_ELEMENTS // ((n + 1) * vocab)))
-            batch, calls = rows - rows % problems, 1
-        recipe = VerifyRecipe(family=family, seed=seed + i, batch=batch, n=n, vocab=vocab,
-                              problems=problems, draft=draft, drafts=drafts)
-        cases.append(Case(recipe, calls, 1000 * (seed + i), statistical=True))
+    for i, (purpose, fields) in enumerate(_slots(rng_of, scale), start):
+        if drafts == "fixed":
+            fields.pop("part", None)
+        recipe = VerifyRecipe(seed=seed + i, drafts=drafts, **fields)
+        cases.append(Case(recipe, 1, 1000 * (seed + i), statistical=True, purpose=purpose))
+    i = start + len(cases)
+    cases.append(Case(VerifyRecipe(seed=seed + i, **_independence(rng_of(99), scale)), 2, 1000 * (seed + i),
+                      purpose="independence"))
     if str(device).startswith("cuda"):
-        cases += power_cases(budget, seed, start + len(_STATISTICAL[budget]), law)
+        cases += power_cases(budget, seed, i + 1, law)
     return cases
 
 

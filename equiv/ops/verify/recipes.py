@@ -38,7 +38,10 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
 - ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
   carry extra draft mass, so drafts land where the target forbids them;
 - ``bf16_rounded``: p and q rounded to bfloat16 values (kept float32): sums are off by ~1e-3.
-``pad > 0`` makes every input a slice ``[..., :V]`` of a wider buffer whose padding holds 1.0.
+``pad > 0`` makes every input a slice ``[..., :V]`` (the tokens ``[..., :n]``) of a wider buffer
+whose padding holds 1.0 (token 0): non-contiguous rows. ``offset > 0`` starts every input
+``offset`` elements into a larger buffer (a base that is not 16-byte aligned for odd offsets);
+with ``pad`` too, every input is a view into a larger buffer (space.py names these layouts).
 """
 from __future__ import annotations
 
@@ -87,6 +90,7 @@ class VerifyRecipe:
     pad: int = 0
     drafts: str = "fixed"
     part: int = 0
+    offset: int = 0
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
@@ -100,6 +104,7 @@ class VerifyRecipe:
         check_int("ties", self.ties, min_value=2)
         check_int("pad", self.pad, min_value=0)
         check_int("part", self.part, min_value=0)
+        check_int("offset", self.offset, min_value=0)
         check_float("noise", self.noise, min_value=0.0)
 
     @property
@@ -126,7 +131,7 @@ class VerifyRecipe:
 
     def problem_key(self) -> "VerifyRecipe":
         """This recipe reduced to what its problems depend on: the key of every per-problem cache."""
-        return replace(self, batch=self.n_problems, pad=0, drafts="fixed", part=0)
+        return replace(self, batch=self.n_problems, pad=0, drafts="fixed", part=0, offset=0)
 
     def make_problems(self) -> Problems:
         """The distinct triples (cached: a V = 129280 recipe costs ~0.1 s per problem)."""
@@ -145,15 +150,23 @@ class VerifyRecipe:
 
         def rows_of(arr):                          # row b = problem b % P: whole copies, then cut
             t = torch.from_numpy(arr).to(device)
-            t = t.repeat(copies, *([1] * (t.dim() - 1)))[: self.batch]
-            if not self.pad or t.dtype != torch.float32:
+            return place(t.repeat(copies, *([1] * (t.dim() - 1)))[: self.batch])
+
+        def place(t):                              # the layout: padded rows, a base offset, both
+            if not (self.pad or self.offset):
                 return t
-            buf = torch.full((*t.shape[:-1], t.shape[-1] + self.pad), _PAD_FILL, dtype=t.dtype, device=device)
-            buf[..., : t.shape[-1]] = t
-            return buf[..., : t.shape[-1]]
+            last, rows = t.shape[-1], t.numel() // max(t.shape[-1], 1)
+            stride = last + self.pad
+            fill = _PAD_FILL if t.dtype.is_floating_point else 0
+            buf = torch.full((self.offset + rows * stride,), fill, dtype=t.dtype, device=device)
+            buf[self.offset:].view(rows, stride)[:, :last] = t.reshape(rows, last)
+            strides = [1, stride]
+            for size in reversed(t.shape[1:-1]):
+                strides.append(strides[-1] * size)
+            return buf.as_strided(tuple(t.shape), tuple(reversed(strides)), self.offset)
 
         draft = None if pr.draft is None else rows_of(pr.draft)
-        tokens = torch.from_numpy(self.row_tokens()).to(device) if self.drafts == "sampled" else rows_of(pr.tokens)
+        tokens = place(torch.from_numpy(self.row_tokens()).to(device)) if self.drafts == "sampled" else rows_of(pr.tokens)
         return tokens, draft, rows_of(pr.target)
 
 

@@ -7,14 +7,19 @@ Plan
 - Its deadline is a share of the run's own wall time (``SHARE`` of it, at least ``MIN_S``), so
   the diagnosis adds at most about half to a failing gate; what the deadline leaves is listed as
   not diagnosed.
-- ``for_gate`` takes the gate's checks as they are; ``for_comparison`` turns one failing
+- ``for_gate`` takes the gate's checks as they are: the defects of the call first (wrong only at
+  some k, or in some calling context: ``dimensions``), then the rest isolated as usual; ``for_comparison`` turns one failing
   ``compare`` (``equiv check``) into its single check; ``for_report`` turns each failing row of a
   tolerance report into a check of its path and diagnoses each failing path, and
   ``with_defects`` puts them in the rendered report.
 """
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 from equiv.ops.draft_topk.diagnose.core import Diagnosis, diagnose
+from equiv.ops.draft_topk.diagnose.dimensions import by_dimension
 
 SHARE = 0.45                 # of the run's own wall time
 MIN_S = 2.0
@@ -24,10 +29,22 @@ def budget_for(elapsed_s: float) -> float:
     return max(MIN_S, SHARE * float(elapsed_s))
 
 
-def for_gate(spec: str, checks, *, k: int, device: str, timeout: float, elapsed_s: float) -> Diagnosis:
+def for_gate(spec: str, checks, *, k: int, device: str, timeout: float, elapsed_s: float,
+             ks=None) -> Diagnosis:
+    """The gate's diagnosis: first the defects of the call (wrong only at some of ``ks``, or only
+    in some calling context: ``dimensions``), then the usual isolation of the other failing checks
+    at ``k``."""
     if all(c.passed for c in checks):
         return Diagnosis(spec)
-    return diagnose(spec, checks, k=k, device=device, timeout=timeout, budget_s=budget_for(elapsed_s))
+    t0 = time.perf_counter()
+    found, claimed, calls = by_dimension(spec, checks, ks or (k,), device, timeout)
+    rest = [c for c in checks if c.name not in claimed]
+    if all(c.passed for c in rest):
+        return Diagnosis(str(getattr(spec, "text", spec)), found, calls=calls,
+                         duration_s=time.perf_counter() - t0)
+    diag = diagnose(spec, rest, k=k, device=device, timeout=timeout, budget_s=budget_for(elapsed_s))
+    return replace(diag, defects=found + diag.defects, calls=diag.calls + calls,
+                   duration_s=time.perf_counter() - t0)
 
 
 def for_comparison(spec: str, result, *, device: str, timeout: float | None, elapsed_s: float) -> Diagnosis:

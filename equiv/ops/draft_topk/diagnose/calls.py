@@ -8,9 +8,11 @@ calls; its check says what failed as data (``Check.parts``: ``history:in_place``
 small, at a shape of two rows that this process has not called yet (a per-shape count or cache
 starts afresh there), through the prober's history call (``Prober.history``):
 
-- ``history:reread``: four fresh inputs, every output kept alive and re-read after each later
-  call. A kept output that changes -> ``output_reused`` (the call after which it changed, and
-  whose answer it then holds).
+- ``history:reread`` (or a check whose call saw an earlier output change: ``Check.outcome``
+  ``outputs``, from ``equiv.run.invoke``): ``REREAD`` fresh inputs, every output kept alive
+  and re-read after each of the ``history.KEEP - 1`` = 16 calls after it. A kept output that
+  changes -> ``output_reused``, named with N, the number of calls after which it changed (a ring
+  of N output buffers), and whose answer it then holds.
 - ``history:in_place``: two calls on one storage rewritten in place. The second answer is the
   first's -> ``stale_output`` (answers keyed by the input's address); the complement, the same
   two inputs each in its own storage, must pass.
@@ -33,7 +35,8 @@ import numpy as np
 
 from equiv.ops.draft_topk.diagnose.isolate import Finding
 
-RUN = 160                        # calls of one shape the run tries (the quick history has 70)
+RUN = 160                        # calls of one shape the run tries (after_n_calls)
+REREAD = 18                      # calls of the re-read history: each output re-read 16 calls on
 OTHER_SEEDS = 10_000             # the second run's first seed
 SLACK = 3                        # calls after n + 1 where the second run's first wrong answer may come
 MOSTLY = 0.5                     # the share of calls after the first wrong one that must be wrong too
@@ -54,6 +57,11 @@ class HistoryTrigger:
 
 def is_history(check) -> bool:
     return check.name == "property:call_history"
+
+
+def outputs_reused(check) -> bool:
+    """A check whose call saw the outputs of an earlier call change (``equiv.run.invoke``)."""
+    return getattr(check, "outcome", None) == "outputs" or getattr(check, "cause", None) == "outputs"
 
 
 def contract_break(check) -> bool:
@@ -119,7 +127,9 @@ class _History:
     def reread(self):
         from equiv.ops.draft_topk.history import same_value
 
-        plan = _plan(4, self.k, keep=4, vocab=_fresh_vocab(self.prober))
+        from equiv.ops.draft_topk.history import KEEP
+
+        plan = _plan(REREAD, self.k, keep=KEEP, vocab=_fresh_vocab(self.prober))
         reply, found = self.run(plan)
         bad = [p for p in found or () if p.what == "reread"]
         if not bad:
@@ -127,13 +137,16 @@ class _History:
         p = bad[0]
         value = next(v for after, j, v in reply["rereads"] if after == p.call and j == p.of)
         holds = [i + 1 for i, a in enumerate(reply["answers"]) if i != p.of and same_value(value, a)]
-        when = "at the end" if p.call >= plan.calls else f"after call {p.call + 1}"
-        evidence = (f"the outputs of call {p.of + 1} were right when returned and changed {when}"
+        when = ("at the end" if p.later is None
+                else f"{p.later} call{'s' if p.later != 1 else ''} later (after call {p.call + 1})")
+        evidence = (f"the outputs of call {p.of + 1} were right when returned and were overwritten {when}"
                     + (f": they then hold the answer of call {holds[0]}" if holds else "")
+                    + (f"; a ring of {p.later} output buffers" if p.later else "")
                     + f" ({plan.calls} calls of fresh inputs at [{BATCH}, {_vocab_of(plan)}], every output kept)")
-        words = f"{plan.calls} calls of fresh inputs at [{BATCH}, {_vocab_of(plan)}], outputs kept and re-read"
+        words = (f"{plan.calls} calls of fresh inputs at [{BATCH}, {_vocab_of(plan)}], outputs kept and re-read"
+                 + (f": overwritten {p.later} calls later" if p.later else ""))
         return Finding("output_reused", "history", self.trigger(plan, words, p.recipe, value),
-                       facts={"evidence": evidence})
+                       facts={"evidence": evidence, "n": p.later})
 
     def in_place(self):
         from equiv.ops.draft_topk.history import same_value
@@ -218,7 +231,8 @@ _BY_PART = {"history:reread": "reread", "history:in_place": "in_place", "history
 def isolate(prober, check, k: int) -> list:
     """The call-history findings behind a failing ``call_history`` check (module docstring)."""
     parts = [p for p in (getattr(check, "parts", ()) or ()) if p in _BY_PART]
-    steps = [_BY_PART[p] for p in parts] or list(_BY_PART.values())
+    steps = ([_BY_PART[p] for p in parts] or (["reread"] if outputs_reused(check) else [])
+             or list(_BY_PART.values()))
     h = _History(prober, k)
     out = []
     for step in steps:

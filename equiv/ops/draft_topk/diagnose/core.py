@@ -218,6 +218,8 @@ class _Work:
             return
         if calls.is_history(check) and not calls.contract_break(check) and self._history(check):
             return
+        if calls.outputs_reused(check) and self._history(check):     # by cause, not by its rows
+            return
         like = _likeness(check)
         owners = self.likes.get(like)
         if owners is not None and owners[1] >= LIKENESS_RUNS:

@@ -17,6 +17,9 @@ V, the dtype, poisoned rows, the logits' magnitude, neighbouring rows, an earlie
 - A failing call history (``equiv.ops.draft_topk.diagnose.calls``) is named by what its smallest history shows:
   ``output_reused`` (a kept output changed), ``stale_output`` (the storage rewritten in place
   got the earlier values' answer), ``after_n_calls`` (right for the first N calls of a shape).
+- A failure that depends on the call rather than the input (``equiv.ops.draft_topk.diagnose.dimensions``)
+  is named by the dimension: ``k_dependent`` (right at the smallest k, wrong at a larger one),
+  ``context_dependent`` (right in one calling context, wrong in another).
 - A failure on the blandest input (one Gaussian row, contiguous, float32) is named by its
   symptom: ``placeholder_probability`` when topk_p does not follow the logits, ``wrong_index``,
   ``rank_order`` (k > 1), ``value_error``.
@@ -58,6 +61,12 @@ _KINDS = (
     Kind("after_n_calls", "changes after the first calls",
          "the first N calls of a shape are right, later ones are not (an autotuner's switch, a "
          "warm-up path, a cache that fills)", 7, "tokens"),
+    Kind("k_dependent", "k-dependent answer",
+         "right at the smallest k judged, wrong at larger k on the same input (a top-1 fast path "
+         "the general path does not share, a sort or a normalization sized for k entries)", 7, "tokens"),
+    Kind("context_dependent", "calling-context-dependent answer",
+         "right in some calling contexts and wrong in others on the same input (a path keyed on "
+         "grad or inference mode, state kept per thread, a launch on another stream)", 7, "tokens"),
     Kind("non_contiguous", "non-contiguous input misread",
          "rows of a padded (strided) batch are read as if the row stride were V", 8, "tokens"),
     Kind("misaligned_base", "misaligned base misread",

@@ -1,0 +1,154 @@
+"""The calling context of one call: the autograd mode, the thread and (on a GPU) the stream.
+
+An engine calls a kernel under ``torch.inference_mode()``, a trainer's evaluation loop under
+``torch.no_grad()``, a test with grad enabled, a serving framework from a thread other than the
+main one, and a CUDA-graph or overlap scheduler on a stream other than the default one. A kernel
+can be right in one of these and wrong in another (a fast path keyed on ``torch.is_grad_enabled()``
+or ``torch.is_inference_mode_enabled()``, state kept per thread, a launch on the default stream
+while its input was written on the current one). The context is a field of the call: whoever
+draws the calls (an op's plan) names it, and ``call_in`` applies it where the call happens (the
+candidate's worker, ``equiv.run.invoke``, or a probe that calls the candidate many times).
+
+Plan
+----
+- ``CONTEXTS``: ``grad`` (grad enabled, outside inference mode), ``no_grad``, ``inference_mode``,
+  ``thread`` (a long-lived thread other than the main one, one per process, as a server's worker
+  thread is; its autograd state is a fresh thread's: grad enabled, no inference mode) and
+  ``side_stream`` (GPU only: a CUDA stream other than the current one, which first waits for the
+  current stream, as an overlap scheduler's does; the caller's stream waits for it after).
+  Each of the first three is set explicitly, so a context holds inside a caller that is itself
+  in inference mode (the MTP decoder).
+- ``available(device)``: the contexts a device offers (``side_stream`` on CUDA only).
+- ``call_in(context, fn, args, device)``: ``fn(*args)`` in that context; an exception of any kind
+  raised in the thread is raised again in the caller's, so a candidate cannot end the run from a
+  thread either. ``None`` is the caller's own context (the worker's main thread, grad enabled).
+- ``check_context`` turns a name into one, or a one-line ``InvalidArgument`` naming the choices.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+from equiv.errors import InvalidArgument
+
+CONTEXTS = ("grad", "no_grad", "inference_mode", "thread", "side_stream")
+GPU_ONLY = ("side_stream",)
+
+
+def available(device) -> tuple:
+    """The contexts ``device`` offers, in ``CONTEXTS`` order."""
+    gpu = str(device).startswith("cuda")
+    return tuple(c for c in CONTEXTS if gpu or c not in GPU_ONLY)
+
+
+def check_context(name, device=None):
+    """``name`` if it is a context (and ``device`` offers it), else a one-line ``InvalidArgument``."""
+    if name is None:
+        return None
+    choices = CONTEXTS if device is None else available(device)
+    if name not in choices:
+        extra = " (side_stream needs a CUDA device)" if name in GPU_ONLY else ""
+        raise InvalidArgument(f"context={name!r} is invalid{extra}: give one of {', '.join(choices)}")
+    return name
+
+
+class _Thread:
+    """One long-lived thread other than the main one; ``run(fn, args)`` calls there and waits."""
+
+    def __init__(self):
+        self.jobs: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name="equiv-caller", daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            fn, args, reply = self.jobs.get()
+            try:
+                reply.put((True, fn(*args)))
+            except BaseException as exc:         # noqa: B036 - handed to the caller's thread
+                reply.put((False, exc))
+
+    def run(self, fn, args):
+        reply: queue.Queue = queue.Queue(maxsize=1)
+        self.jobs.put((fn, args, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_THREAD: _Thread | None = None
+_LOCK = threading.Lock()
+
+
+def _caller_thread() -> _Thread:
+    global _THREAD
+    with _LOCK:
+        if _THREAD is None:
+            _THREAD = _Thread()
+        return _THREAD
+
+
+def call_in(context, fn, args, device="cpu"):
+    """``fn(*args)`` in ``context`` (module docstring); ``None``: as the caller is."""
+    if context is None:
+        return fn(*args)
+    import torch                                 # lazy: equiv.run is read without torch by the plugin
+
+    if context == "grad":
+        with torch.inference_mode(False), torch.enable_grad():
+            return fn(*args)
+    if context == "no_grad":
+        with torch.inference_mode(False), torch.no_grad():
+            return fn(*args)
+    if context == "inference_mode":
+        with torch.inference_mode():
+            return fn(*args)
+    if context == "thread":
+        return _caller_thread().run(fn, args)
+    if context == "side_stream":
+        main = torch.cuda.current_stream(device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            out = fn(*args)
+        main.wait_stream(side)
+        return out
+    raise InvalidArgument(f"context={context!r} is invalid: give one of {', '.join(CONTEXTS)}")
+
+
+class InputWritten(RuntimeError):
+    """A call through ``Rotating`` wrote into its input or past it (one line: what and where)."""
+
+
+class Rotating:
+    """``fn`` for a probe that calls a candidate in a loop (the MTP decoder): call ``i`` runs in
+    ``contexts[i % len]``, its first argument copied into a guard band (``equiv.run.guard``) at
+    ``offsets[i % len]`` elements past an aligned start; a write into that input or past it raises
+    ``InputWritten``, naming the call and its context. ``used`` counts the calls per context."""
+
+    def __init__(self, fn, contexts, offsets=(0,), device="cpu"):
+        self.fn, self.contexts, self.offsets, self.device = fn, tuple(contexts), tuple(offsets), device
+        self.calls = 0
+        self.used: dict = {}
+        for name in ("spec", "max_k", "supported_k", "__name__"):
+            if hasattr(fn, name):
+                setattr(self, name, getattr(fn, name))
+
+    def __call__(self, x, *rest):
+        from equiv.run.guard import Guarded     # lazy: NumPy; the registry reads CONTEXTS from here
+
+        i = self.calls
+        self.calls += 1
+        context = self.contexts[i % len(self.contexts)] if self.contexts else None
+        self.used[context] = self.used.get(context, 0) + 1
+        guard = Guarded(x, "logits", offset=self.offsets[i % len(self.offsets)])
+        out = call_in(context, self.fn, (guard.tensor, *rest), self.device)
+        if str(self.device).startswith("cuda"):
+            import torch                         # lazy: as in call_in
+
+            torch.cuda.synchronize()
+        problem = guard.problem(f"in call {i + 1} ({context or 'as the caller is'})")
+        if problem:
+            raise InputWritten(f"the candidate {problem}")
+        return out

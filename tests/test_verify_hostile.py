@@ -1,0 +1,61 @@
+"""Hostile verifiers wrong in one dimension only (tests/candidates/verify_hostile.py) fail the
+cases the plan draws for that dimension, at every one of three plan seeds; correct ones pass.
+
+Test plan: each hostile verifier is judged in process on the slot of the quick plan that reaches
+its dimension (``Case.purpose``: ``deep`` for position 3+ and n >= 9, ``wide`` for V > 2**17,
+``many rows`` and ``deep`` (batches never a multiple of 64) for the rows after the last one, ``independence`` for shared randomness,
+``joint exact`` for the lossy block verifiers), and on the slots that do NOT reach it it must
+pass: wrong only there. The whole gate on every candidate is ``scripts/verify_hostile_table.py``
+(docs/verify.md has its table).
+"""
+import os
+import sys
+
+import pytest
+
+from equiv.ops.verify.judge import run_judge
+from equiv.ops.verify.plans import statistical_cases
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "candidates"))
+import verify_hostile as H  # noqa: E402
+
+# name: (the purposes whose case must catch it, a purpose whose case must not)
+WHERE = {
+    "wrong_from_position_3": ("deep", "wide"),
+    "wrong_past_2_17": ("wide", "deep"),
+    "wrong_after_last_64": ("many rows+deep", None),
+    "wrong_for_n_ge_9": ("deep", "many rows"),
+    "rows_share_uniforms": ("independence", None),
+    "calls_share_state": ("independence", None),
+    "block_weights_unclamped": ("joint exact", None),
+    "block_keep_unweighted_mass": ("joint exact", None),
+    "block_last_keep_one": ("joint exact", None),
+}
+
+
+def _cases(seed, purposes):
+    return [c for c in statistical_cases("quick", seed=seed) if c.purpose in purposes.split("+")]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(WHERE))
+def test_hostile_fails_where_it_is_wrong(name, seed):
+    H._STATE.clear()
+    catch, spare = WHERE[name]
+    cases = _cases(seed, catch)
+    if name == "wrong_after_last_64":
+        assert all(c.recipe.batch % 64 for c in cases)
+    v = run_judge(getattr(H, name), cases, device="cpu", spec=name, seed=seed)
+    assert not v.passed, f"{name} passed {[str(c.recipe) for c in cases]}"
+    assert all(c.repro for c in v.failed if c.recipe)
+    if spare:
+        H._STATE.clear()
+        assert run_judge(getattr(H, name), _cases(seed, spare), device="cpu", spec=name, seed=seed).passed
+
+
+@pytest.mark.parametrize("name", ["correct_torch", "correct_block", "correct_other_stream"])
+def test_correct_ones_pass_the_new_slots(name):
+    cases = [c for c in statistical_cases("quick", seed=1) if c.purpose in ("deep", "many rows", "independence",
+                                                                             "joint exact")]
+    v = run_judge(getattr(H, name), cases, device="cpu", spec=name, seed=1)
+    assert v.passed, v.summary()
