@@ -16,6 +16,7 @@
 #   calibrate: the verify judge's calibration, one run (false positives, power by shape)
 #   tune:      the kernel's variant sweep (equiv/ops/draft_topk/kernels/tune.py, compiled first in 8 processes);
 #              TUNE_ARGS (e.g. "--batch 256 --vocab 64640,129280") for other shapes
+#   checks:    the tests marked equiv_gpu, then one quick gate per op on cuda, twice each
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
 #              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py;
@@ -167,6 +168,21 @@ calibrate)
          --power-runs "${CAL_POWER_RUNS:-30}" --tv 0.02 --shapes sharper,flatter,swap_top2 \
          --vocabs 129280 --json "$out/calibration.jsonl"
     tail -n 20 "$out/calibration.log"
+    ;;
+checks)
+    # every test that needs a GPU (the equiv_gpu marker), then one quick gate per op on cuda, each
+    # twice (the second warm): the draft top-k (its default k), the chain verifier, the tree verifier
+    step gpu_tests "${GPU_TESTS_LIMIT:-300}" env HYPOTHESIS_PROFILE=equiv-ci python3 -m pytest -q \
+         -p no:cacheprovider -n 8 -m equiv_gpu --equiv-device cuda tests properties
+    tail -n 15 "$out/gpu_tests.log"
+    for i in 1 2; do
+        step "gate_draft_softmax_topk_$i" 150 python3 -m equiv gate --candidate softmax_topk --device cuda \
+             --json "$out/gate_draft_$i.json"
+        step "gate_verify_torch_sampler_$i" 150 python3 -m equiv gate --op verify --candidate torch_sampler \
+             --device cuda --json "$out/gate_verify_$i.json"
+        step "gate_verify_tree_$i" 150 python3 -m equiv gate --op verify_tree --candidate "${TREE_CANDIDATE:-target_only}" \
+             --device cuda --json "$out/gate_tree_$i.json"
+    done
     ;;
 *)
     echo "unknown mode $mode: use suite, timed, verdicts, reach, calibrate, profile or tune" >&2
