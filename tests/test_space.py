@@ -161,7 +161,7 @@ def test_the_gate_result_carries_the_coverage_table():
     cov = gate_coverage((tol, props), "quick")
     assert {"vocab", "batch", "layout", "mask", "confidence", "history", "calls per shape"} <= set(cov)
     res = GateResult("x", True, (), (1,), "cpu", ("float32",), "quick", 0, 1.0, stages=(tol, props),
-                     coverage=cov)
+                     coverage=cov, coverage_lines=tuple(space.table_lines(cov)))
     assert res.to_json()["coverage"] == cov
     assert "coverage:" in res.summary() and "calls per shape" in res.summary()
     assert "not run" in gate_coverage((tol,), "quick")["history"]

@@ -192,9 +192,12 @@ def problems(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
             ctx = plan.context(i)
             where = (f"call {i + 1} on one storage rewritten in place" if in_place
                      else f"call {i + 1} at [{recipe.batch}, {recipe.vocab}] (after {i} calls of this shape)")
+            # the call's input sat at a guard-band offset: the recipe that replays it says so
+            offset = plan.offsets[i] if i < len(plan.offsets) else 0
+            shown = str(recipe.with_(offset=offset)) if offset and not recipe.offset else text
             out.append(Problem("in_place" if in_place else "run", i,
-                               f"{where}{f' under {ctx}' if ctx else ''}, recipe {text}: {failed[0]}: {failed[1]}",
-                               stage=failed[0], recipe=text, context=ctx))
+                               f"{where}{f' under {ctx}' if ctx else ''}, recipe {shown}: {failed[0]}: {failed[1]}",
+                               stage=failed[0], recipe=shown, context=ctx))
             break
     for after, j, value in reply["rereads"]:
         if not same_value(value, answers[j]):

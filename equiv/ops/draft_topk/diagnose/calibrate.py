@@ -140,15 +140,18 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
             continue
         res = compare(spec, recipe.build(device), k, recipe=recipe, timeout=DEFAULT_TIMEOUT_S)
         checks.append(Check("mini", f"mini:{i}:{recipe.family}", res.passed,
-                                "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
-                                f"recipe {recipe}", res.repro))
+                            "; ".join(f"{c.name}: {c.detail}" for c in res.failed_checks),
+                            subject=f"{i}:{recipe.family}", counterexample=f"recipe {recipe}", repro=res.repro,
+                            recipe=str(recipe), parts=tuple(c.name for c in res.failed_checks),
+                            cause=res.contract_cause, outcome=res.call_kind))
     first = Recipe.parse("gaussian:seed=0,batch=1,vocab=2,dtype=float32")
     a = compare(spec, first.build(device), k, recipe=first, timeout=DEFAULT_TIMEOUT_S)
     b = compare(spec, first.with_(seed=1).build(device), k, recipe=first.with_(seed=1),
                 timeout=DEFAULT_TIMEOUT_S)
     stale = a.passed and not b.passed
-    checks.append(Check("properties", "property:repeated_calls", not stale, "the answer for x2 is x1's" if stale else "",
-                            f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)"))
+    checks.append(Check("properties", "property:repeated_calls", not stale,
+                        "the answer for x2 is x1's" if stale else "", subject="repeated_calls",
+                        counterexample=f"repeated_calls(recipe=Recipe.parse('{first}'), roll=1)", recipe=str(first)))
     checks.append(_history_check(spec, k, device))
     return checks
 
@@ -162,10 +165,11 @@ def _history_check(spec: str, k: int, device: str):
     plan = history.plan_for("quick", 0, k=k, max_batch=HISTORY_SHAPE[0], max_vocab=HISTORY_SHAPE[1])
     out = runner_for(spec, device, DEFAULT_TIMEOUT_S).probe("equiv.ops.draft_topk.history:probe", plan.payload())
     if not out.ok:
-        return Check("properties", "property:call_history", False, f"the subject {out.problem}", outcome=out.kind)
+        return Check("properties", "property:call_history", False, f"the subject {out.problem}",
+                     subject="call_history", outcome=out.kind)
     found = history.problems(plan, out.value, device)
     return Check("properties", "property:call_history", not found, "; ".join(p.line for p in found) or "held",
-                 recipe=found[0].recipe if found else None,
+                 subject="call_history", recipe=found[0].recipe if found else None,
                  parts=tuple(dict.fromkeys(part for p in found for part in p.parts)))
 
 
