@@ -139,13 +139,16 @@ def test_a_tensor_subclass_is_a_contract_failure_naming_its_type():
 def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
     from equiv.ops.draft_topk import mutants
     from equiv.ops.draft_topk.paths import get_path
+    from equiv.ops.draft_topk.recipes import Recipe
 
     mutants._CALLS_PER_SHAPE.clear()     # the worker is fresh in a gate; here the process is shared
     plan = history.plan_for("quick", 0)
     payload = plan.payload()
     found = history.problems(plan, history.probe(getattr(mutants, name), "cpu", payload))
     assert found and needle in found[0].line and found[0].what == what          # as data too
-    assert f"history:{what}" in found[0].parts and found[0].recipe in plan.recipes
+    assert f"history:{what}" in found[0].parts
+    recipe = Recipe.parse(found[0].recipe)              # the call's recipe, with its guard-band offset
+    assert str(recipe.with_(offset=0)) in plan.recipes and recipe.offset in (0, plan.offsets[found[0].call])
     assert plan.calls > 48 and history.RUN_CALLS["full"] > history.RUN_CALLS["quick"]
     for fn in (get_path("softmax_topk"), mutants.ties_to_last_index):
         assert history.judge(plan, history.probe(fn, "cpu", payload)) == []
