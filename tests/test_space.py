@@ -142,6 +142,7 @@ def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
     from equiv.ops.draft_topk.recipes import Recipe
 
     mutants._CALLS_PER_SHAPE.clear()     # the worker is fresh in a gate; here the process is shared
+    mutants._RING.clear()                # (buffers another test made under inference_mode included)
     plan = history.plan_for("quick", 0)
     payload = plan.payload()
     found = history.problems(plan, history.probe(getattr(mutants, name), "cpu", payload))
