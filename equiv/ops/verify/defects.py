@@ -30,8 +30,11 @@ _SMALL_EVIDENCE = ("call", "row", "group", "problem", "position", "trials", "suc
 FINDINGS_TITLE = "the token-level law, judged to say why (a lead for a token-level sampler):"
 
 
-def defects_of(verdict) -> tuple:
-    """One defect per cause among the failed checks of ``verdict``."""
+def defects_by_cause(verdict, *, where, explain, small, extra) -> tuple:
+    """One ``Defect`` per cause among the failed checks of ``verdict`` (a verifier op's judge):
+    the cause from each check's typed ``evidence["cause"]`` (else its name), the first check of a
+    cause its trigger; ``where(check)``, ``explain(cause, check)``, the ``small`` evidence keys kept
+    and the ``extra`` data are the op's."""
     by_cause: dict = {}
     for c in verdict.failed:
         if c.evidence is None:                   # "nothing checked" (an earlier failure hid it): no cause
@@ -39,11 +42,17 @@ def defects_of(verdict) -> tuple:
         ev = dict(c.evidence)
         cause = ev.pop("cause", None) or c.name
         if cause not in by_cause:
-            by_cause[cause] = Defect(cause=cause, title=cause, explanation=c.detail[:240],
-                                     where=f"{verdict.law} law, {c.name}", trigger=c.recipe or "-",
-                                     evidence=c.detail, checks=(c.name,), repro=c.repro or "",
-                                     data={k: v for k, v in ev.items() if k in _SMALL_EVIDENCE} | {"law": verdict.law})
+            by_cause[cause] = Defect(cause=cause, title=cause, explanation=explain(cause, c), where=where(c),
+                                     trigger=c.recipe or "-", evidence=c.detail, checks=(c.name,),
+                                     repro=c.repro or "", data={k: v for k, v in ev.items() if k in small} | extra)
     return tuple(by_cause.values())
+
+
+def defects_of(verdict) -> tuple:
+    """One defect per cause among the failed checks of ``verdict``."""
+    return defects_by_cause(verdict, where=lambda c: f"{verdict.law} law, {c.name}",
+                            explain=lambda cause, c: c.detail[:240], small=_SMALL_EVIDENCE,
+                            extra={"law": verdict.law})
 
 
 def diagnose(verdict, token_verdict=None) -> Diagnosis:

@@ -12,7 +12,8 @@ the bug classes that cause points to (``LEADS``, the public record of tree verif
 """
 from __future__ import annotations
 
-from equiv.checks import Defect, Diagnosis
+from equiv.checks import Diagnosis
+from equiv.ops.verify.defects import defects_by_cause
 
 LEADS = {
     "accepted a child of target probability 0": "a zero coin accepting probability 0, or an acceptance threshold below 1",
@@ -42,20 +43,13 @@ def lead(cause: str) -> str | None:
 
 
 def defects_of(verdict) -> tuple:
-    by_cause: dict = {}
-    for c in verdict.failed:
-        if c.evidence is None:                   # "nothing checked" (an earlier failure hid it): no cause
-            continue
-        ev = dict(c.evidence)
-        cause = ev.pop("cause", None) or c.name
-        if cause not in by_cause:
-            likely = lead(cause)
-            by_cause[cause] = Defect(cause=cause, title=cause,
-                                     explanation=f"likely {likely}" if likely else c.detail[:240],
-                                     where=f"drafts={verdict.drafts}, {c.name}", trigger=c.recipe or "-",
-                                     evidence=c.detail, checks=(c.name,), repro=c.repro or "",
-                                     data={k: v for k, v in ev.items() if k in _SMALL} | {"drafts": verdict.drafts})
-    return tuple(by_cause.values())
+    """One defect per cause (the chain verifier's rule), explained by the bug classes it points to."""
+    def explain(cause, check):
+        likely = lead(cause)
+        return f"likely {likely}" if likely else check.detail[:240]
+
+    return defects_by_cause(verdict, where=lambda c: f"drafts={verdict.drafts}, {c.name}", explain=explain,
+                            small=_SMALL, extra={"drafts": verdict.drafts})
 
 
 def diagnose(verdict) -> Diagnosis:
