@@ -26,6 +26,7 @@ CANDIDATES = (
     ("wrong_under_no_grad", "context: no_grad"),
     ("wrong_off_main_thread", "context: a worker thread"),
     ("wrong_at_half_tile", "V % 128 == 64"),
+    ("skips_half_tile", "V % 128 == 64, a small shift (float32 only)"),
     ("wrong_past_4096_rows", "batch > 4096"),
     ("stale_ring_8", "stale 8 calls later"),
     ("switches_after_100_calls", "after 100 calls"),

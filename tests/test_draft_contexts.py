@@ -132,6 +132,23 @@ def test_shape_hostiles_fail_only_at_their_class(name, bad, good):
     assert not checks[0].passed and str(bad.vocab) in checks[0].counterexample
 
 
+def test_every_vocabulary_class_reaches_the_finest_dtype_gaussian_check():
+    """A shape bug that moves 0.2 % of the softmax is seen in float32's tolerance only: each
+    vocabulary class of the space is on the float32 gaussian check, whatever the seed."""
+    for seed in range(20):
+        plan = tolerance_plan(FAMILIES, ("float32", "bfloat16"), seed=seed)
+        fine = dict(plan.checks)[("gaussian", "float32")]
+        classes = {c for s in fine for c in space.vocab_classes(s.vocab)}
+        assert {"V % 128 == 64", "V % 256 == 128", "prime", "power of two"} <= classes, (seed, classes)
+
+
+def test_a_skipped_half_tile_fails_the_float32_gaussian_check():
+    res = compare(spec("skips_half_tile"), Recipe(family="gaussian", seed=0, batch=2, vocab=32064), timeout=60)
+    assert not res.passed
+    res = compare(spec("skips_half_tile"), Recipe(family="gaussian", seed=0, batch=2, vocab=32000), timeout=60)
+    assert res.passed
+
+
 def _history(name, **kw):
     plan = history.plan_for("quick", 0, max_batch=2, max_vocab=1009, **kw)
     out = runner_for(spec(name), "cpu", 120).probe("equiv.ops.draft_topk.history:probe", plan.payload(), timeout=120)

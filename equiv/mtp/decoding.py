@@ -15,7 +15,11 @@ round:
   best of the ``K * K`` by score, a node's score being the product of ``topk_p`` along its path
   (EAGLE-2 / SGLang). The ``tree_tokens - 1`` best-scored nodes of the whole pool are verified
   (``tree_tokens`` counts the root, as ``--speculative-num-draft-tokens`` does). A selected node
-  whose parent was not selected is unreachable and never accepted.
+  whose parent was not selected is unreachable and never accepted. With ``verify_tree`` (a user's
+  tree verifier, the verify_tree op's ``features("caller")``) that verifier decides instead: it
+  gets the selected nodes as a tree (``_verified_tree``), ``draft_probs=None`` (top-k drafts are
+  deterministic) and the target's probabilities at every node, with a generator seeded from
+  (seed, round); its path gives the accepted count and its last token the drawn one.
 
 Verification (the target's logits at every drafted context come in one batched call):
 - ``greedy``, ``confidence``, ``tree``: accept while the drafted token equals the target's argmax;
@@ -67,6 +71,7 @@ class DecodeOutcome:
     lengths: np.ndarray
     invalid_outputs: int
     draft_outputs: int
+    optimum: np.ndarray | None = None    # [sequences, rounds]: a user verifier's lossless optimum
 
 
 def call_path(path, logits, k: int, name: str):
@@ -127,10 +132,14 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
         proposed = torch.ones_like(D, dtype=torch.bool)
     n_proposed = proposed.sum(1)
     valid = (D >= 0) & (D < V)
+    optimum = None                               # a user's verifier: the lossless optimum a row
     if consumer == "target_only" and verify is not None:
-        out = verify(D.clamp(0, V - 1), None, torch.softmax(tlogits, dim=-1), seed * 100_003 + rnd)
+        tprobs = torch.softmax(tlogits, dim=-1)
+        out = verify(D.clamp(0, V - 1), None, tprobs, seed * 100_003 + rnd)
         a = torch.cumprod((out[:, :steps] == D).to(torch.int64), 1).sum(1)
         bonus = out.gather(1, a[:, None])[:, 0]
+        p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
+        optimum = torch.cumprod(p_draft.double(), 1).sum(1)        # sample-then-match's expectation
     elif consumer == "target_only":
         tprobs = torch.softmax(tlogits, dim=-1)
         p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
@@ -155,10 +164,11 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
         a = torch.cumprod(match.to(torch.int64), 1).sum(1)
         bonus = targ.gather(1, a[:, None])[:, 0]
     last_ctx = C.gather(1, a[:, None])[:, 0]
-    return a, n_proposed, D, bonus, last_ctx, invalid, B * steps
+    return a, n_proposed, D, bonus, last_ctx, invalid, B * steps, optimum
 
 
-def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
+def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, verify_tree=None, seed=0, rnd=0,
+                root_token=None):
     import torch
 
     V, B, K = model.vocab, ctx.shape[0], topk
@@ -188,11 +198,20 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
     parent, node_ctx = torch.cat(pool_parent, 1), torch.cat(pool_ctx, 1)
     n_sel = min(tree_tokens - 1, tok.shape[1])
     sel = torch.topk(score, n_sel, dim=1).indices
+    if verify_tree is not None:                  # the op's node order: a parent before its children
+        sel = sel.sort(1).values
     sel_tok, sel_ctx = tok.gather(1, sel), node_ctx.gather(1, sel)
     where_sel = torch.full_like(tok, -2).scatter(1, sel, torch.arange(n_sel, device=dev).expand(B, n_sel))
     sel_parent_pool = parent.gather(1, sel)
     sel_parent = torch.where(sel_parent_pool < 0, -1, where_sel.gather(1, sel_parent_pool.clamp(min=0)))
     contexts = torch.cat([ctx[:, None], sel_ctx], 1)
+    if verify_tree is not None:
+        tlogits = model.target_logits(contexts.reshape(-1)).view(B, n_sel + 1, V)
+        a, drafted, bonus, node, optimum = _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps,
+                                                          seed * 100_003 + rnd, root_token)
+        last_ctx = torch.where(node > 0, sel_ctx.gather(1, (node - 1).clamp(min=0)[:, None])[:, 0], ctx)
+        n_proposed = torch.full((B,), n_sel, dtype=torch.int64, device=dev)
+        return a, n_proposed, drafted, bonus, last_ctx, invalid, outputs, optimum
     targ = model.target_logits(contexts.reshape(-1)).argmax(-1).view(B, n_sel + 1)
     cur = torch.full((B,), -1, dtype=torch.int64, device=dev)
     a = torch.zeros(B, dtype=torch.int64, device=dev)
@@ -208,12 +227,82 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens):
     bonus = targ.gather(1, (cur + 1)[:, None])[:, 0]
     last_ctx = torch.where(cur >= 0, sel_ctx.gather(1, cur.clamp(min=0)[:, None])[:, 0], ctx)
     n_proposed = torch.full((B,), n_sel, dtype=torch.int64, device=dev)
-    return a, n_proposed, torch.stack(path_tokens, 1), bonus, last_ctx, invalid, outputs
+    return a, n_proposed, torch.stack(path_tokens, 1), bonus, last_ctx, invalid, outputs, None
+
+
+def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_token):
+    """A tree round decided by a tree verifier (the verify_tree op's contract): node 0 the root,
+    nodes ``1..n`` the selected drafts in pool order (parents first; a node whose parent was not
+    selected, and its descendants, absent: ``-2``), the drafts deterministic (``draft_probs=None``),
+    the target's probabilities at every node. Its answer is checked before it is used: a path of
+    real children from the root, the drafts' tokens along it, then one token in ``[0, V)``.
+    Returns ``(accepted, drafted [B, steps], bonus, last accepted node, optimum)``, ``optimum`` the
+    expected count of the optimal lossless rule on this tree."""
+    import torch
+
+    B, n = sel_tok.shape
+    V = tlogits.shape[-1]
+    dev = sel_tok.device
+    par = torch.where(sel_parent == -1, 0, torch.where(sel_parent < 0, -2, sel_parent + 1))
+    parents = torch.cat([torch.full((B, 1), -1, dtype=torch.int64, device=dev), par], 1)
+    reach = torch.ones(B, n + 1, dtype=torch.bool, device=dev)
+    for _ in range(steps):                       # absent parents make absent descendants
+        reach = (parents == -1) | ((parents >= 0) & reach.gather(1, parents.clamp(min=0)))
+    parents = torch.where(reach, parents, -2)
+    root = torch.zeros(B, dtype=torch.int64, device=dev) if root_token is None else root_token
+    tokens = torch.cat([root[:, None], sel_tok.clamp(0, V - 1)], 1)
+    probs = torch.softmax(tlogits.float(), dim=-1)
+    # the most a lossless verifier accepts on this tree: the sum over nodes of the target's
+    # probability of the node's path (sample-then-match's expectation; ``equiv.stats.above_bound``)
+    present = parents >= 0
+    edge = probs[torch.arange(B, device=dev)[:, None], parents.clamp(min=0), tokens].double()
+    reach_p = torch.ones(B, n + 1, dtype=torch.float64, device=dev)
+    for _ in range(steps):
+        reach_p = torch.where(present, reach_p.gather(1, parents.clamp(min=0)) * edge, reach_p)
+    optimum = (reach_p * present)[:, 1:].sum(1)
+    got = verify_tree(parents, tokens, None, probs, seed)
+    if not (isinstance(got, (tuple, list)) and len(got) == 2
+            and all(isinstance(t, torch.Tensor) for t in got)):
+        raise EquivError(f"the tree verifier returned {type(got).__name__}, not (accepted_path, "
+                         f"output_token_ids)")
+    path, out = (t.to(dev, torch.int64) for t in got)
+    if path.dim() != 2 or path.shape != out.shape or path.shape[0] != B or path.shape[1] < 1:
+        raise EquivError(f"the tree verifier returned shapes {list(path.shape)} and {list(out.shape)}, "
+                         f"not [B={B}, D+1] each")
+    w = path.shape[1]
+    live = path >= 0
+    a = torch.cumprod(live.to(torch.int64), 1).sum(1) - 1
+    col = torch.arange(w, device=dev)
+    problem = None
+    if bool((path[:, 0] != 0).any()):
+        problem = "an accepted_path that does not start at the root (node 0)"
+    elif bool((live & (col > a[:, None] + 0)).any()) or bool((path >= n + 1).any()):
+        problem = "an accepted_path with a node after a -1, or a node past the tree"
+    else:
+        node = path.clamp(0, n)
+        prev = torch.cat([torch.full((B, 1), -1, dtype=torch.int64, device=dev), node[:, :-1]], 1)
+        child = parents.gather(1, node) == prev
+        emitted = tokens.gather(1, node.roll(-1, 1))           # the token of the next node on the path
+        upto = (col[None, :] >= 1) & (col[None, :] <= a[:, None])
+        x = out.gather(1, a[:, None])[:, 0]
+        if bool((upto & ~child).any()):
+            problem = "an accepted_path whose next node is not a child of the one before"
+        elif bool(((col[None, :] < a[:, None]) & (out != emitted)).any()):
+            problem = "output_token_ids that differ from the accepted nodes' tokens"
+        elif bool(((x < 0) | (x >= V)).any()):
+            problem = f"a drawn token outside [0, {V})"
+    if problem:
+        raise EquivError(f"the tree verifier returned {problem}")
+    drafted = torch.zeros(B, steps, dtype=torch.int64, device=dev)
+    take = min(steps, w - 1)
+    drafted[:, :take] = torch.where(col[None, :take] < a[:, None], out[:, :take], 0)
+    node = path.gather(1, a[:, None])[:, 0]
+    return a, drafted, out.gather(1, a[:, None])[:, 0], node, optimum
 
 
 def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: int, seed: int,
            name: str = "path", threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
-           tree_tokens: int = TREE_TOKENS, verify=None) -> DecodeOutcome:
+           tree_tokens: int = TREE_TOKENS, verify=None, verify_tree=None) -> DecodeOutcome:
     """Run ``rounds`` verify rounds of ``consumer`` with ``path`` drafting (module docstring)."""
     import torch
 
@@ -229,6 +318,8 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
         active = torch.zeros(B, rounds, dtype=torch.bool, device=dev)
         invalid, outputs = torch.zeros((), dtype=torch.int64, device=dev), 0
         offsets = torch.arange(steps + 1, device=dev)
+        last_tok = torch.zeros(B, dtype=torch.int64, device=dev)          # the root's token, once known
+        optimum = None                           # with a user's verifier: the lossless optimum a round
         for r in range(rounds):
             act = model.active(ctx, steps)
             if act is None:
@@ -236,10 +327,10 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
             elif not bool(act.any()):
                 break
             if consumer == "tree":
-                a, n_prop, drafted, bonus, last_ctx, bad, n_out = _tree_round(
-                    model, path, name, ctx, steps, tree_topk, tree_tokens)
+                a, n_prop, drafted, bonus, last_ctx, bad, n_out, opt = _tree_round(
+                    model, path, name, ctx, steps, tree_topk, tree_tokens, verify_tree, seed, r, last_tok)
             else:
-                a, n_prop, drafted, bonus, last_ctx, bad, n_out = _chain_round(
+                a, n_prop, drafted, bonus, last_ctx, bad, n_out, opt = _chain_round(
                     model, path, name, ctx, consumer, steps, threshold, seed, rows, pos, verify, r)
             invalid, outputs = invalid + bad, outputs + n_out
             a, n_prop = a * act, n_prop * act
@@ -249,13 +340,18 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
             where = torch.where(keep, pos[:, None] + offsets, width)
             tokens.scatter_(1, where, emitted)
             accepted[:, r], proposed[:, r], active[:, r] = a, n_prop, act
+            if opt is not None:
+                optimum = torch.zeros(B, rounds, dtype=torch.float64, device=dev) if optimum is None else optimum
+                optimum[:, r] = opt * act
             pos = pos + (a + 1) * act
             ctx = torch.where(act, model.next_context(last_ctx, bonus), ctx)
+            last_tok = torch.where(act, bonus, last_tok)
         return DecodeOutcome(
             consumer=consumer, steps=steps, accepted=accepted.cpu().numpy(),
             proposed=proposed.cpu().numpy(), active=active.cpu().numpy(),
             tokens=tokens[:, :width].cpu().numpy(), lengths=pos.cpu().numpy(),
-            invalid_outputs=int(invalid), draft_outputs=int(outputs))
+            invalid_outputs=int(invalid), draft_outputs=int(outputs),
+            optimum=None if optimum is None else optimum.cpu().numpy())
 
 
 def greedy_reference(model, sequences: int, length: int):

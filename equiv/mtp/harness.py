@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.errors import InvalidArgument
+from equiv.errors import EquivError, InvalidArgument, UsageError
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
                                 TREE_TOPK, DecodeOutcome, decode, greedy_reference, sample_reference)
 from equiv.mtp.live import MIN_SAMPLED_TOKENS, MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
@@ -46,7 +46,7 @@ from equiv.mtp.real import DEFAULT_DRAFT, parse_draft
 from equiv.mtp.smollm2 import LAYERS as SMOLLM2_LAYERS
 from equiv.ops import ROLES, get_op
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
-from equiv.stats import ACCEPT_LENGTH_MARGIN, equivalence_test, greedy_identity, pit, sampling_fit
+from equiv.stats import ACCEPT_LENGTH_MARGIN, above_bound, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.stats.twosample import text_law_test
 from equiv.validation import check_choice, check_choices, check_float, check_int
 
@@ -86,6 +86,7 @@ class MtpRecord:
     repro: str
     builtin: bool = True
     sampling_law: object = None                  # TextLawResult (real model, target_only)
+    acceptance_bound: object = None              # BoundTest (a user's verifier decides)
 
     @property
     def equivalent_to_reference(self) -> bool | None:
@@ -114,6 +115,8 @@ class MtpRecord:
             failed.append("invalid_output")
         if self.sampling_law is not None and not self.sampling_law.same_law:
             failed.append("sampling_law")
+        if self.acceptance_bound is not None and not self.acceptance_bound.passed:
+            failed.append("above_lossless_optimum")
         return tuple(failed)
 
     @property
@@ -144,6 +147,7 @@ class MtpRecord:
             "lossless_detail": None if self.lossless_detail is None else self.lossless_detail.to_json(),
             "metrics": m or None, "repro": self.repro,
             "sampling_law": None if self.sampling_law is None else self.sampling_law.to_json(),
+            "acceptance_bound": None if self.acceptance_bound is None else self.acceptance_bound.to_json(),
         }
 
 
@@ -292,6 +296,8 @@ def _repro(cfg, path, consumer):
               f"--device {cfg['device']}"]
     if cfg.get("verifier"):
         parts.append(f"--verify {cfg['verifier']}")
+    if cfg.get("tree_verifier"):
+        parts.append(f"--verify-tree {cfg['tree_verifier']}")
     for key, default in (("threshold", CONFIDENCE_THRESHOLD), ("tree_topk", TREE_TOPK),
                          ("tree_tokens", TREE_TOKENS)):
         if cfg[key] != default:
@@ -305,7 +311,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
             threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
             tree_tokens: int = TREE_TOKENS, margin: float = ACCEPT_LENGTH_MARGIN,
             progress=None, timeout=DEFAULT_TIMEOUT_S, verifier=None, decoded=None,
-            model: str = "synthetic", draft: str | None = None) -> MtpRun:
+            model: str = "synthetic", draft: str | None = None, tree_verifier=None) -> MtpRun:
     """Decode with every path under every consumer and judge each (module docstring).
 
     ``paths``: built-in names, ``pkg.mod:fn`` / ``file.py:fn`` specs or callables
@@ -315,7 +321,10 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     ``{consumer: raw outcome}`` of the one candidate, decoded in its worker by
     ``decode_in_worker`` (the gate's MTP stage): judged here, never there. ``model``:
     ``synthetic`` or ``smollm2`` (a real model decoding live, ``equiv.mtp.live``; ``draft``
-    ``bf16`` or ``exit:L``)."""
+    ``bf16`` or ``exit:L``). ``verifier`` / ``tree_verifier``: a chain / tree verifier (a spec or
+    callable of the verify / verify_tree op) that decides ``target_only`` / ``tree`` instead of the
+    built-in rule; a tree so verified samples from the target and is judged as ``target_only`` is
+    (the text's law), not by identity with greedy text."""
     from equiv.devices import resolve_device
     from equiv.mtp.models import SyntheticLM
     from equiv.mtp.compact import CompactTrace
@@ -377,44 +386,63 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
            "sequences": sequences, "rounds": rounds, "seed": seed, "device": device,
            "budget": budget, "trace": _trace_name(trace),
            "threshold": threshold, "tree_topk": tree_topk, "tree_tokens": tree_tokens,
-           "margin": margin, "verifier": _verifier_name(verifier)}
+           "margin": margin, "verifier": _verifier_name(verifier),
+           "tree_verifier": _verifier_name(tree_verifier)}
     kwargs = dict(steps=steps, rounds=rounds, sequences=sequences, seed=seed, threshold=threshold,
                   tree_topk=tree_topk, tree_tokens=tree_tokens)
-    verify = baseline = verified = None
+    verify = verify_tree = baseline = verified = tree_baseline = tree_verified = None
     if verifier is not None and "target_only" in consumers and model.supports("target_only"):
-        from equiv.mtp.metrics import acceptance_metrics as _metrics
         verify = get_op(ROLES["chain_verifier"]).features("caller")(verifier, device, timeout)
-        baseline = _metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
+        baseline = acceptance_metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
+    if tree_verifier is not None and "tree" in consumers and model.supports("tree"):
+        verify_tree = get_op(ROLES["tree_verifier"]).features("caller")(tree_verifier, device, timeout)
+        tree_baseline = acceptance_metrics(decode(model, get_path(REFERENCE), "tree", name=REFERENCE, **kwargs))
     greedy_tokens = plain = None
-    if any(c in GREEDY_VERIFIED for c in consumers):
+    if any(_greedy_judged(c, cfg) for c in consumers):
         length = rounds * (steps + 1) if trace is None else int(model.trace.tokens.shape[1])
         greedy_tokens = greedy_reference(model, sequences, length)
-    if prompts is not None and "target_only" in consumers:
+    if prompts is not None and any(not _greedy_judged(c, cfg) for c in consumers):
         plain = sample_reference(model, sequences * replicas, TEXT_LAW_POSITIONS, seed + 1)
     total, done = len(consumers) * (len(cands) + 1), 0
     records = []
     for consumer in consumers:
         ref_out = None
         with_verify = dict(kwargs, verify=verify) if consumer == "target_only" else kwargs
-        if consumer == "target_only" and replicas > 1:
+        if consumer == "tree" and verify_tree is not None:
+            with_verify = dict(kwargs, verify_tree=verify_tree)
+        sampled = not _greedy_judged(consumer, cfg)
+        if sampled and replicas > 1:
             with_verify = dict(with_verify, sequences=sequences * replicas)
+        ref_error = None
         if model.supports(consumer):
-            ref_out = decode(model, get_path(REFERENCE), consumer, name=REFERENCE, **with_verify)
+            try:
+                ref_out = decode(model, get_path(REFERENCE), consumer, name=REFERENCE, **with_verify)
+            except UsageError:
+                raise
+            except EquivError as exc:            # a user's verifier that answers out of contract
+                ref_error = str(exc)
+        if ref_out is not None:
             if consumer == "target_only" and verify is not None:
-                verified = _metrics(ref_out)
+                verified = acceptance_metrics(ref_out)
+            if consumer == "tree" and verify_tree is not None:
+                tree_verified = acceptance_metrics(ref_out)
         done += 1
         if progress:
             progress(done, total, f"{REFERENCE} x {consumer}")
         for cand in cands:
             records.append(_judge(cand, consumer, model, ref_out, greedy_tokens, cfg, with_verify,
-                                  decoded, plain if consumer == "target_only" else None))
+                                  decoded, plain if sampled else None, ref_error))
             done += 1
             if progress:
                 progress(done, total, f"{cand.name} x {consumer}")
-    if baseline is not None:
+    if baseline is not None and verified is not None:
         notes.append(f"target_only verified by {cfg['verifier']}: softmax_topk's accept length "
                      f"{verified.accept_length:.3f}, {baseline.accept_length:.3f} with the built-in "
                      f"verification")
+    if tree_baseline is not None and tree_verified is not None:
+        notes.append(f"tree verified by {cfg['tree_verifier']} (sampling the target): softmax_topk's "
+                     f"accept length {tree_verified.accept_length:.3f}, {tree_baseline.accept_length:.3f} "
+                     f"with the built-in greedy verification")
     e2e = None
     if prompts is not None:
         e2e = end_to_end(records, model, prompts, plain, greedy_tokens)
@@ -438,7 +466,6 @@ def decode_in_worker(cand, consumers, *, budget: str, device: str, seed: int, vo
     here (``run_mtp(..., decoded=...)`` makes it in the verdict process)."""
     from dataclasses import asdict
 
-    from equiv.errors import UsageError
     from equiv.mtp.models import SyntheticLM
 
     sizes = BUDGETS[budget]["cuda" if device == "cuda" else "cpu"]
@@ -461,16 +488,24 @@ def decode_in_worker(cand, consumers, *, budget: str, device: str, seed: int, vo
     return out
 
 
+def _greedy_judged(consumer: str, cfg: dict) -> bool:
+    """Whether ``consumer``'s text must equal greedy text: the greedy-verified consumers, except a
+    tree decided by a user's tree verifier, which samples (``target_only`` is always sampled)."""
+    return consumer in GREEDY_VERIFIED and not (consumer == "tree" and cfg.get("tree_verifier"))
+
+
 def _verifier_name(verifier):
     if verifier is None or isinstance(verifier, str):
         return verifier
     return getattr(verifier, "spec", None) or getattr(verifier, "__name__", repr(verifier))
 
 
-def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=None, plain=None) -> MtpRecord:
+def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=None, plain=None,
+           ref_error=None) -> MtpRecord:
     """The record of ``cand`` under ``consumer``: it decodes here, or ``decoded[consumer]`` holds
-    what its worker decoded (``decode_in_worker``); either way the judgment is made here."""
-    from equiv.errors import UsageError
+    what its worker decoded (``decode_in_worker``); either way the judgment is made here.
+    ``ref_error``: the reference's decode failed (a verifier out of contract): every record of
+    the consumer is that error."""
 
     base = dict(path=cand.name, consumer=consumer, repro=_repro(cfg, cand.name, consumer),
                 builtin=cand.builtin)
@@ -479,6 +514,8 @@ def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=N
     reason = _not_applicable(cand, consumer, model, cfg["tree_topk"])
     if reason is not None:
         return MtpRecord(applicable=False, reason=reason, error=None, **empty, **base)
+    if ref_error is not None:
+        return MtpRecord(applicable=True, reason=None, error=ref_error, **empty, **base)
     try:
         if decoded is not None:                  # decoded elsewhere (the candidate's worker): raw data
             got = decoded.get(consumer)
@@ -498,7 +535,7 @@ def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=N
     except Exception as exc:                                  # a crashing path is a failure
         return MtpRecord(applicable=True, reason=None, error=f"{type(exc).__name__}: {exc}", **empty, **base)
     metrics = acceptance_metrics(out)
-    if consumer in GREEDY_VERIFIED:
+    if _greedy_judged(consumer, cfg):
         detail = greedy_identity(out.tokens, out.lengths, greedy_tokens)
         lossless = detail.identical
     else:
@@ -512,9 +549,14 @@ def _judge(cand, consumer, model, ref_out, greedy_tokens, cfg, kwargs, decoded=N
     keep = np.isfinite(mine) & np.isfinite(ref)
     equivalence = equivalence_test(mine[keep], ref[keep], cfg["margin"])
     law = None if plain is None else _text_law(out, plain, cfg["sequences"])
+    bound = None
+    if out.optimum is not None:                  # a user's verifier: never above the lossless optimum
+        bound = above_bound(out.accepted[out.active], out.optimum[out.active], span=cfg["steps"])
+        lossless = bool(lossless) and bound.passed
     return MtpRecord(applicable=True, reason=None, metrics=metrics, lossless=lossless,
                      lossless_detail=detail, tokens_match_reference=_same_tokens(out, ref_out),
-                     equivalence=equivalence, error=None, sampling_law=law, **base)
+                     equivalence=equivalence, error=None, sampling_law=law, acceptance_bound=bound,
+                     **base)
 
 
 def _same_tokens(out, ref_out) -> bool:

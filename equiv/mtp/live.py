@@ -81,21 +81,25 @@ def end_to_end(records, model, prompts, plain, greedy_tokens) -> dict:
         if r.consumer == "greedy" and r.lossless_detail is not None and hasattr(r.lossless_detail, "identical"):
             d = r.lossless_detail
             row["greedy_identical_prompts"] = f"{d.sequences - d.mismatched_sequences}/{d.sequences}"
-        if r.sampling_law is not None:
-            row["sampling_law"] = r.sampling_law.to_json()
+        if r.sampling_law is not None:           # target_only's; a tree's verified by a sampler beside it
+            key = "sampling_law" if r.consumer == "target_only" else f"{r.consumer}_sampling_law"
+            row[key] = r.sampling_law.to_json()
     return out
 
 
 def format_end_to_end(e2e) -> str:
     lines = ["end to end (per path): greedy text == plain greedy (prompts), invalid output, "
              "sampled text vs plain sampling (min p over prompt x position, Bonferroni)"]
-    for path, row in e2e["paths"].items():
-        law = row.get("sampling_law")
-        law_s = "-" if law is None else (
+    def law_s(law):
+        return "-" if law is None else (
             f"{'same law' if law['same_law'] else 'DIFFERENT'} (min p {law['min_p_value']:.3g} "
             f"over {law['tests']} tables)" if law["min_p_value"] is not None else "no table to test")
+
+    for path, row in e2e["paths"].items():
+        tree = row.get("tree_sampling_law")            # a tree verified by a user's sampler
         lines.append(f"  {path}: greedy identical {row.get('greedy_identical_prompts', '-')}, "
-                     f"invalid {row['invalid_output_rate']:.2%}, sampling: {law_s}")
+                     f"invalid {row['invalid_output_rate']:.2%}, sampling: {law_s(row.get('sampling_law'))}"
+                     + ("" if tree is None else f", tree sampling: {law_s(tree)}"))
     return "\n".join(lines)
 
 

@@ -29,7 +29,7 @@ OP_NAMES = ("draft_topk", "verify", "verify_tree")
 DEFAULT_OP = "draft_topk"
 # The roles a feature that combines operations asks for (the MTP harness drafts with one and
 # verifies with another); a feature names the role, never the op.
-ROLES = {"draft": "draft_topk", "chain_verifier": "verify"}
+ROLES = {"draft": "draft_topk", "chain_verifier": "verify", "tree_verifier": "verify_tree"}
 ENV_VAR = "EQUIV_OPS"
 
 

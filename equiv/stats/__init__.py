@@ -8,11 +8,12 @@ named there.
 """
 from equiv.stats.equivalence import (ACCEPT_LENGTH_MARGIN, EQUIVALENCE_ALPHA, EquivalenceResult,
                                      GreedyIdentityResult, equivalence_test, greedy_identity)
-from equiv.stats.fit import (MIN_EXPECTED, PIT_BINS, SAMPLING_ALPHA, TVD_FLOOR, PitTest,
-                             SamplingFitResult, bernstein_p, cells_test, pit, sampling_fit)
+from equiv.stats.fit import (MIN_EXPECTED, PIT_BINS, SAMPLING_ALPHA, TVD_FLOOR, BoundTest, PitTest,
+                             SamplingFitResult, above_bound, bernstein_p, cells_test, pit, sampling_fit)
 
 __all__ = [
     "ACCEPT_LENGTH_MARGIN",
+    "BoundTest",
     "EQUIVALENCE_ALPHA",
     "MIN_EXPECTED",
     "PIT_BINS",
@@ -22,6 +23,7 @@ __all__ = [
     "GreedyIdentityResult",
     "PitTest",
     "SamplingFitResult",
+    "above_bound",
     "bernstein_p",
     "cells_test",
     "equivalence_test",

@@ -161,3 +161,35 @@ def bernstein_p(total: float, var: float, bound: float) -> float:
     if t == 0.0:
         return 1.0
     return float(min(1.0, 2.0 * np.exp(-t * t / (2.0 * (var + bound * t / 3.0)))))
+
+
+@dataclass(frozen=True)
+class BoundTest:
+    """Accepted drafts against the most a lossless verifier can accept on the same drafts: each
+    term ``accepted - optimum`` has conditional mean <= 0 under losslessness and lies in a range of
+    width ``span``, so Azuma-Hoeffding bounds ``P(sum >= excess) <= exp(-2 excess^2 / (n span^2))``."""
+
+    rounds: int
+    accepted: float
+    optimum: float
+    p_value: float
+    alpha: float
+    passed: bool
+
+    def to_json(self) -> dict:
+        return {"test": "accepted drafts <= lossless optimum (Azuma-Hoeffding)", "rounds": self.rounds,
+                "mean_accepted": round(self.accepted, 6), "mean_optimum": round(self.optimum, 6),
+                "p_value": float(f"{self.p_value:.6g}"), "alpha": self.alpha, "passed": self.passed}
+
+
+def above_bound(observed, bound, span: float, alpha: float = SAMPLING_ALPHA) -> BoundTest:
+    """``BoundTest`` of ``observed`` (per round: what was accepted) against ``bound`` (per round:
+    the expected count of the optimal lossless rule on the same drafts), terms in ``[-span, span]``
+    wide ``span``. Fails only when the excess is significant at ``alpha``: a lossless verifier
+    fails with probability <= alpha whatever its efficiency, since its mean is at or below the bound."""
+    obs, opt = np.asarray(observed, dtype=np.float64), np.asarray(bound, dtype=np.float64)
+    n = int(obs.size)
+    excess = float((obs - opt).sum())
+    p = 1.0 if n == 0 or excess <= 0 else float(np.exp(-2.0 * excess * excess / (n * span * span)))
+    return BoundTest(n, float(obs.mean()) if n else 0.0, float(opt.mean()) if n else 0.0, p, alpha,
+                     p >= alpha)
