@@ -99,3 +99,9 @@ def test_the_chain_verifier_is_held_to_the_same_bound():
     assert not rec.acceptance_bound.passed and "above_lossless_optimum" in rec.failed_checks
     ok = run_mtp(verifier="torch_sampler", **dict(SIZES, consumers="target_only")).record("softmax_topk", "target_only")
     assert ok.acceptance_bound.passed
+
+
+def test_a_verifier_that_raises_in_process_is_an_error_record_not_a_traceback():
+    """specinfer needs draft_probs, which top-k trees do not have: it raises, in this process."""
+    rec = run_mtp(tree_verifier="specinfer", **SIZES).record("softmax_topk", "tree")
+    assert rec.error and "raised ValueError" in rec.error and "draft_probs" in rec.error, rec

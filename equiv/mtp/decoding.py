@@ -135,7 +135,7 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
     optimum = None                               # a user's verifier: the lossless optimum a row
     if consumer == "target_only" and verify is not None:
         tprobs = torch.softmax(tlogits, dim=-1)
-        out = verify(D.clamp(0, V - 1), None, tprobs, seed * 100_003 + rnd)
+        out = _user_call("verifier", verify, D.clamp(0, V - 1), None, tprobs, seed * 100_003 + rnd)
         a = torch.cumprod((out[:, :steps] == D).to(torch.int64), 1).sum(1)
         bonus = out.gather(1, a[:, None])[:, 0]
         p_draft = tprobs[:, :steps].gather(2, D.clamp(0, V - 1)[..., None])[..., 0] * valid
@@ -230,6 +230,18 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, verify_tree=No
     return a, n_proposed, torch.stack(path_tokens, 1), bonus, last_ctx, invalid, outputs, None
 
 
+def _user_call(what: str, fn, *args):
+    """A user's verifier called in this process: what it raises becomes one ``EquivError`` line
+    (a failed record), never a traceback; one in its worker already answers so."""
+    try:
+        return fn(*args)
+    except EquivError:
+        raise
+    except Exception as exc:                     # the verifier's own failure is a verdict
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise EquivError(f"the {what} raised {type(exc).__name__}" + (f": {text}" if text else "")) from None
+
+
 def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_token):
     """A tree round decided by a tree verifier (the verify_tree op's contract): node 0 the root,
     nodes ``1..n`` the selected drafts in pool order (parents first; a node whose parent was not
@@ -260,7 +272,7 @@ def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_
     for _ in range(steps):
         reach_p = torch.where(present, reach_p.gather(1, parents.clamp(min=0)) * edge, reach_p)
     optimum = (reach_p * present)[:, 1:].sum(1)
-    got = verify_tree(parents, tokens, None, probs, seed)
+    got = _user_call("tree verifier", verify_tree, parents, tokens, None, probs, seed)
     if not (isinstance(got, (tuple, list)) and len(got) == 2
             and all(isinstance(t, torch.Tensor) for t in got)):
         raise EquivError(f"the tree verifier returned {type(got).__name__}, not (accepted_path, "
