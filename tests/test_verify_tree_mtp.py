@@ -42,7 +42,7 @@ def test_the_op_greedy_rule_emits_the_default_greedy_tree():
     kw = dict(steps=3, rounds=6, sequences=16, seed=0, name="softmax_topk")
     caller = get_op(ROLES["tree_verifier"]).features("caller")("greedy", "cpu")
     inline = decode(model, get_path("softmax_topk"), "tree", **kw)
-    via_op = decode(model, get_path("softmax_topk"), "tree", verify_tree=caller, **kw)
+    via_op = decode(model, get_path("softmax_topk"), "tree", tree_verify=caller, **kw)
     np.testing.assert_array_equal(via_op.accepted, inline.accepted)
     np.testing.assert_array_equal(via_op.tokens, inline.tokens)
     assert inline.accepted.sum() > 0

@@ -51,9 +51,9 @@ def add_parser(sub):
     p.add_argument("--verify", default=None, metavar="SPEC",
                    help="verify target_only with this verifier (torch_sampler, reference_sampler, "
                         "pkg.mod:fn or file.py:fn) instead of the built-in one")
-    p.add_argument("--verify-tree", default=None, metavar="SPEC",
+    p.add_argument("--verify-tree", dest="tree_verifier", default=None, metavar="SPEC",
                    help="verify the tree consumer's trees with this tree verifier (target_only, "
-                        "pkg.mod:fn or file.py:fn; the verify_tree op's contract) instead of the built-in "
+                        "pkg.mod:fn or file.py:fn; the tree verifier op's contract) instead of the built-in "
                         "greedy rule: the tree then samples from the target and is judged by the text's law")
     add_json(p, "every record")
     p.add_argument("--plot", default=None, metavar="FILE", help="write the PNG of histograms to FILE")
@@ -78,7 +78,7 @@ def run(args) -> int:
                          sequences=args.sequences, rounds=args.rounds, seed=args.seed,
                          device=args.device, trace=args.trace, budget=budget, progress=bar,
                          timeout=parse_timeout(args.timeout), verifier=args.verify,
-                         tree_verifier=args.verify_tree, model=args.model, draft=args.draft, **optional)
+                         tree_verifier=args.tree_verifier, model=args.model, draft=args.draft, **optional)
     elapsed = time.monotonic() - start
     for note in result.notes:
         args.console.note(f"note: {note}")

@@ -15,8 +15,8 @@ round:
   best of the ``K * K`` by score, a node's score being the product of ``topk_p`` along its path
   (EAGLE-2 / SGLang). The ``tree_tokens - 1`` best-scored nodes of the whole pool are verified
   (``tree_tokens`` counts the root, as ``--speculative-num-draft-tokens`` does). A selected node
-  whose parent was not selected is unreachable and never accepted. With ``verify_tree`` (a user's
-  tree verifier, the verify_tree op's ``features("caller")``) that verifier decides instead: it
+  whose parent was not selected is unreachable and never accepted. With ``tree_verify`` (a user's
+  tree verifier, the tree verifier op's ``features("caller")``) that verifier decides instead: it
   gets the selected nodes as a tree (``_verified_tree``), ``draft_probs=None`` (top-k drafts are
   deterministic) and the target's probabilities at every node, with a generator seeded from
   (seed, round); its path gives the accepted count and its last token the drawn one.
@@ -48,6 +48,7 @@ import numpy as np
 from equiv.errors import EquivError
 from equiv.mtp.models import uniforms
 from equiv.ops import ROLES, get_op
+from equiv.run.seeded import exception_line
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 GREEDY_VERIFIED = ("greedy", "confidence", "tree")
@@ -167,7 +168,7 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
     return a, n_proposed, D, bonus, last_ctx, invalid, B * steps, optimum
 
 
-def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, verify_tree=None, seed=0, rnd=0,
+def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, tree_verify=None, seed=0, rnd=0,
                 root_token=None):
     import torch
 
@@ -198,16 +199,16 @@ def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, verify_tree=No
     parent, node_ctx = torch.cat(pool_parent, 1), torch.cat(pool_ctx, 1)
     n_sel = min(tree_tokens - 1, tok.shape[1])
     sel = torch.topk(score, n_sel, dim=1).indices
-    if verify_tree is not None:                  # the op's node order: a parent before its children
+    if tree_verify is not None:                  # the op's node order: a parent before its children
         sel = sel.sort(1).values
     sel_tok, sel_ctx = tok.gather(1, sel), node_ctx.gather(1, sel)
     where_sel = torch.full_like(tok, -2).scatter(1, sel, torch.arange(n_sel, device=dev).expand(B, n_sel))
     sel_parent_pool = parent.gather(1, sel)
     sel_parent = torch.where(sel_parent_pool < 0, -1, where_sel.gather(1, sel_parent_pool.clamp(min=0)))
     contexts = torch.cat([ctx[:, None], sel_ctx], 1)
-    if verify_tree is not None:
+    if tree_verify is not None:
         tlogits = model.target_logits(contexts.reshape(-1)).view(B, n_sel + 1, V)
-        a, drafted, bonus, node, optimum = _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps,
+        a, drafted, bonus, node, optimum = _verified_tree(tree_verify, sel_parent, sel_tok, tlogits, steps,
                                                           seed * 100_003 + rnd, root_token)
         last_ctx = torch.where(node > 0, sel_ctx.gather(1, (node - 1).clamp(min=0)[:, None])[:, 0], ctx)
         n_proposed = torch.full((B,), n_sel, dtype=torch.int64, device=dev)
@@ -238,12 +239,11 @@ def _user_call(what: str, fn, *args):
     except EquivError:
         raise
     except Exception as exc:                     # the verifier's own failure is a verdict
-        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise EquivError(f"the {what} raised {type(exc).__name__}" + (f": {text}" if text else "")) from None
+        raise EquivError(f"the {what} {exception_line(exc)}") from None
 
 
-def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_token):
-    """A tree round decided by a tree verifier (the verify_tree op's contract): node 0 the root,
+def _verified_tree(tree_verify, sel_parent, sel_tok, tlogits, steps, seed, root_token):
+    """A tree round decided by a tree verifier (the tree verifier op's contract): node 0 the root,
     nodes ``1..n`` the selected drafts in pool order (parents first; a node whose parent was not
     selected, and its descendants, absent: ``-2``), the drafts deterministic (``draft_probs=None``),
     the target's probabilities at every node. Its answer is checked before it is used: a path of
@@ -272,7 +272,7 @@ def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_
     for _ in range(steps):
         reach_p = torch.where(present, reach_p.gather(1, parents.clamp(min=0)) * edge, reach_p)
     optimum = (reach_p * present)[:, 1:].sum(1)
-    got = _user_call("tree verifier", verify_tree, parents, tokens, None, probs, seed)
+    got = _user_call("tree verifier", tree_verify, parents, tokens, None, probs, seed)
     if not (isinstance(got, (tuple, list)) and len(got) == 2
             and all(isinstance(t, torch.Tensor) for t in got)):
         raise EquivError(f"the tree verifier returned {type(got).__name__}, not (accepted_path, "
@@ -314,7 +314,7 @@ def _verified_tree(verify_tree, sel_parent, sel_tok, tlogits, steps, seed, root_
 
 def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: int, seed: int,
            name: str = "path", threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
-           tree_tokens: int = TREE_TOKENS, verify=None, verify_tree=None) -> DecodeOutcome:
+           tree_tokens: int = TREE_TOKENS, verify=None, tree_verify=None) -> DecodeOutcome:
     """Run ``rounds`` verify rounds of ``consumer`` with ``path`` drafting (module docstring)."""
     import torch
 
@@ -340,7 +340,7 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
                 break
             if consumer == "tree":
                 a, n_prop, drafted, bonus, last_ctx, bad, n_out, opt = _tree_round(
-                    model, path, name, ctx, steps, tree_topk, tree_tokens, verify_tree, seed, r, last_tok)
+                    model, path, name, ctx, steps, tree_topk, tree_tokens, tree_verify, seed, r, last_tok)
             else:
                 a, n_prop, drafted, bonus, last_ctx, bad, n_out, opt = _chain_round(
                     model, path, name, ctx, consumer, steps, threshold, seed, rows, pos, verify, r)

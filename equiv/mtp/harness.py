@@ -322,7 +322,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     ``decode_in_worker`` (the gate's MTP stage): judged here, never there. ``model``:
     ``synthetic`` or ``smollm2`` (a real model decoding live, ``equiv.mtp.live``; ``draft``
     ``bf16`` or ``exit:L``). ``verifier`` / ``tree_verifier``: a chain / tree verifier (a spec or
-    callable of the verify / verify_tree op) that decides ``target_only`` / ``tree`` instead of the
+    callable of the chain or tree verifier op) that decides ``target_only`` / ``tree`` instead of the
     built-in rule; a tree so verified samples from the target and is judged as ``target_only`` is
     (the text's law), not by identity with greedy text."""
     from equiv.devices import resolve_device
@@ -390,12 +390,12 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
            "tree_verifier": _verifier_name(tree_verifier)}
     kwargs = dict(steps=steps, rounds=rounds, sequences=sequences, seed=seed, threshold=threshold,
                   tree_topk=tree_topk, tree_tokens=tree_tokens)
-    verify = verify_tree = baseline = verified = tree_baseline = tree_verified = None
+    verify = tree_verify = baseline = verified = tree_baseline = tree_verified = None
     if verifier is not None and "target_only" in consumers and model.supports("target_only"):
         verify = get_op(ROLES["chain_verifier"]).features("caller")(verifier, device, timeout)
         baseline = acceptance_metrics(decode(model, get_path(REFERENCE), "target_only", name=REFERENCE, **kwargs))
     if tree_verifier is not None and "tree" in consumers and model.supports("tree"):
-        verify_tree = get_op(ROLES["tree_verifier"]).features("caller")(tree_verifier, device, timeout)
+        tree_verify = get_op(ROLES["tree_verifier"]).features("caller")(tree_verifier, device, timeout)
         tree_baseline = acceptance_metrics(decode(model, get_path(REFERENCE), "tree", name=REFERENCE, **kwargs))
     greedy_tokens = plain = None
     if any(_greedy_judged(c, cfg) for c in consumers):
@@ -408,8 +408,8 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     for consumer in consumers:
         ref_out = None
         with_verify = dict(kwargs, verify=verify) if consumer == "target_only" else kwargs
-        if consumer == "tree" and verify_tree is not None:
-            with_verify = dict(kwargs, verify_tree=verify_tree)
+        if consumer == "tree" and tree_verify is not None:
+            with_verify = dict(kwargs, tree_verify=tree_verify)
         sampled = not _greedy_judged(consumer, cfg)
         if sampled and replicas > 1:
             with_verify = dict(with_verify, sequences=sequences * replicas)
@@ -424,7 +424,7 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
         if ref_out is not None:
             if consumer == "target_only" and verify is not None:
                 verified = acceptance_metrics(ref_out)
-            if consumer == "tree" and verify_tree is not None:
+            if consumer == "tree" and tree_verify is not None:
                 tree_verified = acceptance_metrics(ref_out)
         done += 1
         if progress:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.run.seeded import seeded_calls
+
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
@@ -61,40 +63,18 @@ def _shape_problem(out, want, device) -> str | None:
 def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``, and
     ``"guarded": False`` to skip the guard bands (the calibration's own trusted samplers only)."""
-    import torch
-
     from equiv.ops.verify.recipes import VerifyRecipe
-    from equiv.run.guard import Guarded
 
     recipe = VerifyRecipe.parse(payload["recipe"])
     built = recipe.build(device)
-    if payload.get("guarded", True):
-        guards = [None if t is None else Guarded(t, name) for t, name in zip(built, INPUT_NAMES)]
-        args = [None if g is None else g.tensor for g in guards]
-    else:                                           # our own samplers, in calibration: speed
-        guards, args = [], list(built)
-    dev = args[2].device
+    dev = built[2].device
     want = (recipe.batch, recipe.n + 1)
-    outs, problem, cause = [], None, None
-    for seed in payload["seeds"]:
-        gen = torch.Generator(device=dev).manual_seed(int(seed))
-        try:
-            out = fn(*args, gen)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as exc:                    # the candidate's own failure is a verdict
-            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            problem, cause = f"raised {type(exc).__name__}" + (f": {text}" if text else ""), "raise"
-            break
-        problem, cause = _shape_problem(out, want, dev), "output type"
-        if not problem:
-            problem, cause = next((p for p in (g.problem("during the call") for g in guards if g is not None)
-                                   if p), None), "input write"
-        if problem:
-            break
-        outs.append(out.cpu().numpy())
+    outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, payload["seeds"],
+                                        lambda out: _shape_problem(out, want, dev),
+                                        guarded=payload.get("guarded", True))
+    outs = [o.cpu().numpy() for o in outs]
     stacked = np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)
-    return {"outputs": stacked, "problem": problem, "cause": cause if problem else None}
+    return {"outputs": stacked, "problem": problem, "cause": cause}
 
 
 def runner_target(candidate):

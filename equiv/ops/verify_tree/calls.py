@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.run.seeded import seeded_calls
+
 INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
 
 
@@ -52,42 +54,20 @@ def _pair_problem(out, want, device) -> str | None:
 
 def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
-    import torch
-
     from equiv.ops.verify_tree.recipes import TreeRecipe
-    from equiv.run.guard import Guarded
 
     recipe = TreeRecipe.parse(payload["recipe"])
     built = recipe.build(device)
-    if payload.get("guarded", True):
-        guards = [None if t is None else Guarded(t, name) for t, name in zip(built, INPUT_NAMES)]
-        args = [None if g is None else g.tensor for g in guards]
-    else:                                           # our own samplers, in calibration: speed
-        guards, args = [], list(built)
-    dev = args[3].device
+    dev = built[3].device
     want = (recipe.batch, recipe.trees().max_depth + 1)
-    paths, outs, problem, cause = [], [], None, None
-    for seed in payload["seeds"]:
-        gen = torch.Generator(device=dev).manual_seed(int(seed))
-        try:
-            out = fn(*args, gen)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as exc:                    # the candidate's own failure is a verdict
-            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            problem, cause = f"raised {type(exc).__name__}" + (f": {text}" if text else ""), "raise"
-            break
-        problem, cause = _pair_problem(out, want, dev), "output type"
-        if not problem:
-            problem, cause = next((p for p in (g.problem("during the call") for g in guards if g is not None)
-                                   if p), None), "input write"
-        if problem:
-            break
-        paths.append(out[0].cpu().numpy())
-        outs.append(out[1].cpu().numpy())
+    outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, payload["seeds"],
+                                        lambda out: _pair_problem(out, want, dev),
+                                        guarded=payload.get("guarded", True))
+    paths = [o[0].cpu().numpy() for o in outs]
+    outs = [o[1].cpu().numpy() for o in outs]
     empty = np.zeros((0, *want), dtype=np.int64)
     return {"paths": np.stack(paths) if paths else empty, "outputs": np.stack(outs) if outs else empty,
-            "problem": problem, "cause": cause if problem else None}
+            "problem": problem, "cause": cause}
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:
