@@ -18,7 +18,7 @@ diagnosis returns these; ``Diagnosis.summary()`` and ``to_json()`` print them th
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 class NamedChecks(tuple):
@@ -186,3 +186,37 @@ class Diagnosis:
         return [(f"{i}:{d.cause}", f"{d.title}: {d.evidence}"[:1000],
                  "\n".join([d.explanation, f"trigger: {d.trigger}", f"explains: {', '.join(d.checks)}", d.repro]))
                 for i, d in enumerate(self.defects, 1)]
+
+
+# A call that did not answer or broke the contract, as a verifier op's property stage records it
+# (``Check.outcome``: the runner's CallOutcome.kind; ``Check.cause``: what the probe saw).
+_CALL_TITLES = {"exit": "the process exited during a call", "timeout": "a call did not return (hang)",
+                "signal": "the process was killed by a signal during a call",
+                "interrupt": "a call was interrupted", "not_called": "the candidate could not be called",
+                "raised": "a call raised", "raise": "a call raised",
+                "outputs": "a call returned the wrong type or shape",
+                "output type": "a call returned the wrong type or shape",
+                "input": "a call wrote into its inputs", "input write": "a call wrote into its inputs",
+                "crash or hang": "the process exited, was killed or hung during a call"}
+
+
+def with_call_defects(diagnosis, checks, candidate: str):
+    """``diagnosis`` (or a new one) with one ``Defect`` per kind of failed call among ``checks``
+    that no defect names yet: a verifier that exits, hangs or raises at some shapes is named by
+    cause even when only the property stage saw it. Returns ``diagnosis`` itself when nothing
+    is added."""
+    have = {d.cause for d in (diagnosis.defects if diagnosis is not None else ())}
+    added, seen = [], set()
+    for c in checks:
+        kind = c.outcome or c.cause
+        if c.passed or kind not in _CALL_TITLES or kind in have or kind in seen:
+            continue
+        seen.add(kind)
+        added.append(Defect(kind, _CALL_TITLES[kind], c.detail[:240], "the process" if c.outcome else "the call",
+                            c.recipe or c.counterexample or c.subject or c.name, c.detail[:300], (c.name,),
+                            c.repro or "", {"stage": c.stage}))
+    if not added:
+        return diagnosis
+    if diagnosis is None:
+        return Diagnosis(candidate, tuple(added))
+    return replace(diagnosis, defects=tuple(diagnosis.defects) + tuple(added))

@@ -66,7 +66,7 @@ def _judge(verifier, cases, device, drafts, request, checks):
     failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
     if failed:
         c = failed[0]
-        request.node.user_properties += [("equiv_message", f"{c.name}: {c.detail}"),
+        request.node.user_properties += [("equiv_message", f"{c.name}: {c.detail}"), ("equiv_cause", c.cause),
                                          ("equiv_counterexample", c.recipe), ("equiv_repro", c.repro)]
         raise AssertionError(f"{c.name} [{verifier}]: {c.detail}\n{c.repro}")
     return verdict

@@ -87,7 +87,7 @@ def _load(spec, device: str, timeout: float):
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                     timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import Check, Stage, stage_of
+    from equiv.checks import Check, Stage, stage_of, with_call_defects
     from equiv.devices import resolve_device
     from equiv.run.suite import property_checks, start_properties
     from equiv.verdict import GateResult, finish_stages
@@ -143,7 +143,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,
-                      op="verify", diagnosis=diagnosis, coverage=coverage,
+                      op="verify", diagnosis=with_call_defects(diagnosis, checks, spec), coverage=coverage,
                       coverage_lines=tuple(table_lines(coverage)))
 
 

@@ -72,7 +72,7 @@ def _ran(verdict, targets) -> dict:
 def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                   timeout=DEFAULT_TIMEOUT_S, stages=STAGES, progress=None, drafts=None):
     """Run the verify_tree gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import Check, Stage, stage_of
+    from equiv.checks import Check, Stage, stage_of, with_call_defects
     from equiv.devices import resolve_device
     from equiv.run.suite import property_checks, start_properties
     from equiv.verdict import GateResult, finish_stages
@@ -128,7 +128,7 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     done, passed = finish_stages(done, stages, STAGES, checks)
     return GateResult(candidate=text, passed=passed, checks=tuple(checks), k=(), device=device,
                       dtypes=("float32",), budget=budget, seed=seed, duration_s=time.perf_counter() - t0,
-                      stages=done, calls=calls, op="verify_tree", diagnosis=diagnosis)
+                      stages=done, calls=calls, op="verify_tree", diagnosis=with_call_defects(diagnosis, checks, text))
 
 
 def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",
