@@ -12,7 +12,10 @@ test (``equiv.stats.joint.swap_sign_test``), exact under independence whatever t
 - ``rows (far)``: pairs ``(r_k, r_{k + m/2})`` (m rows of the problem): rows far apart in the batch;
 - ``calls``: pairs ``(r_2k, r_2k+1)``; tested pairing: one row in the two calls.
 
-Two outputs *match* when every position is equal. A test fails when its p-value is under its
+The units read only ``case.recipe.rows()`` (the problem each row copies), ``case.recipe.n_problems``
+and ``draws.outputs`` ``[calls, B, W]``, so the tree verifier's judge runs the same tests on its
+rows of one tree (equiv/ops/verify_tree/judge.py); ``independence_check`` is the one check both
+judges file, named by cause. Two outputs *match* when every position is equal. A test fails when its p-value is under its
 share of ``INDEPENDENCE_ALPHA`` (Bonferroni over the tests) AND the match rates differ by more
 than ``GAP_FLOOR``. Correct samplers with different random streams pass (the test asks only
 that the draws be independent); tests/test_verify_independence.py holds the level and the kill.
@@ -72,3 +75,28 @@ def independence_tests(cases_draws, alpha: float = INDEPENDENCE_ALPHA) -> list:
     level = alpha / max(len(raw), 1)
     return [(case, {**t.to_json(), "level": level,
                     "failed": t.p_value < level and abs(t.rate_gap) > GAP_FLOOR}) for case, t in raw]
+
+
+def independence_check(rows_alike, found, judged) -> list:
+    """The ``independence`` check of a judge over ``rows_alike`` (``[(case, draws)]``, each eligible):
+    a failure goes to ``found.fail`` with its cause (``shared randomness between rows`` / ``between
+    calls``) and is returned as ``found.first``; a pass is ``judged(name, True, detail)``; ``[]``
+    when no test had ``MIN_UNITS`` units."""
+    tests = independence_tests(rows_alike)
+    bad = [(c, t) for c, t in tests if t["failed"]]
+    if bad:
+        c, t = bad[0]
+        found.fail("independence", c, (None, None,
+                   f"{t['label']}: outputs of identical inputs matched {t['same_rate']:.3f} of the time "
+                   f"where independent draws match {t['crossed_rate']:.3f} ({t['more']} units more, "
+                   f"{t['fewer']} fewer), sign test p = {t['p_value']:.3g} < {t['level']:.3g}"),
+                   {"tests": [t for _, t in tests]},
+                   cause="shared randomness between calls" if t["label"] == "calls"
+                   else "shared randomness between rows")
+        return [found.first["independence"]]
+    if tests:
+        return [judged("independence", True, f"{len(tests)} swap sign tests over "
+                                             f"{sum(t['units'] for _, t in tests)} units (rows of identical "
+                                             f"inputs, pairs of calls); smallest p = "
+                                             f"{min(t['p_value'] for _, t in tests):.3g}")]
+    return []

@@ -450,28 +450,10 @@ def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
     ``block_law`` (block_law.py) on the statistical ones: one check each, present only where
     such cases ran (a recipe of the other kinds has nothing for them to judge)."""
     from equiv.ops.verify.block_law import block_tests
-    from equiv.ops.verify.independence import eligible, independence_tests
+    from equiv.ops.verify.independence import eligible, independence_check
 
-    out = []
     pairs = list(zip(cases, drawn))
-    rows_alike = [(c, d) for c, d in pairs if eligible(c, d)]
-    if rows_alike:
-        tests = independence_tests(rows_alike)
-        bad = [(c, t) for c, t in tests if t["failed"]]
-        if bad:
-            c, t = bad[0]
-            found.fail("independence", c, (None, None,
-                       f"{t['label']}: outputs of identical inputs matched {t['same_rate']:.3f} of the time "
-                       f"where independent draws match {t['crossed_rate']:.3f} ({t['more']} units more, "
-                       f"{t['fewer']} fewer), sign test p = {t['p_value']:.3g} < {t['level']:.3g}"),
-                       {"tests": [t for _, t in tests]},
-                       cause="shared randomness between calls" if t["label"] == "calls"
-                       else "shared randomness between rows")
-            out.append(found.first["independence"])
-        elif tests:
-            out.append(judged("independence", True, f"{len(tests)} swap sign tests over "
-                                   f"{sum(t['units'] for _, t in tests)} units (rows of identical inputs, "
-                                   f"pairs of calls); smallest p = {min(t['p_value'] for _, t in tests):.3g}"))
+    out = independence_check([(c, d) for c, d in pairs if eligible(c, d)], found, judged)
     statistical = [(c, d) for c, d in pairs if c.statistical and c.recipe.drafts == "sampled"]
     if statistical and law == "lossless":
         tests = block_tests(statistical, seed)

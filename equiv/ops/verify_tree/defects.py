@@ -5,8 +5,8 @@ from message text) in the check's typed ``evidence["cause"]``: calls.py says whe
 raised, returned the wrong type or wrote into its inputs; the judge whether the path / token
 layout broke, the same seed gave another output, an *accepted child* or the *drawn token* had
 target probability 0, greedy decoding's text was left by a wrong child, a wrong drawn token or an
-early stop, and at which position the text's law broke (and whether only the residual score did:
-the law drawn from after rejected children). ``diagnose(verdict)`` keeps one ``Defect``
+early stop, at which position the text's law broke (and whether only the residual score did:
+the law drawn from after rejected children), and whether rows or calls shared randomness. ``diagnose(verdict)`` keeps one ``Defect``
 (``equiv.checks``) per cause with the smallest recipe that showed it, and its explanation names
 the bug classes that cause points to (``LEADS``, the public record of tree verifiers).
 """
@@ -27,6 +27,10 @@ LEADS = {
     "emitted law past the root": "a wrong logits row for deeper nodes (the parent's or a sibling's), or a path that "
                                  "was not verified as a chain (independent acceptance)",
     "text law (exhaustive)": "the law of the whole text (any of the above, seen cell by cell at small V)",
+    "shared randomness between rows": "rows of one call reading each other's coins (a wrong stride or row "
+                                      "index into the uniforms, one coin for a group of rows)",
+    "shared randomness between calls": "the generator argument ignored (a private or global generator of fixed "
+                                       "seed) or one random state replayed on every call (a captured graph)",
 }
 _SMALL = ("call", "row", "group", "position", "recipe")
 

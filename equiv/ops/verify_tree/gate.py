@@ -9,7 +9,8 @@ Plan
 2. ``properties``: the exact properties of ``properties/test_verify_tree.py`` through pytest in a
    subprocess (``--equiv-op verify_tree``): Hypothesis-drawn recipes and the fixed contract plan
    (plans.py), one gate check per test.
-3. ``statistics``: the statistical plan of the budget for each declared construction through the
+3. ``statistics``: the statistical plan of the budget for each declared construction, and the
+   independence cases (independence.py: rows of one tree, two generator seeds), through the
    judge (judge.py), in this process; one gate check per judge check. The stage's ``ran`` holds the
    declaration, the efficiency rows (accept length against the tree optimum) and the notes.
 The result is ``equiv.gate.GateResult`` (``op="verify_tree"``), so the summary, ``--json`` and
@@ -78,6 +79,7 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify_tree.calls import declaration
     from equiv.ops.verify_tree.defects import diagnose
+    from equiv.ops.verify_tree.independence import independence_cases
     from equiv.ops.verify_tree.judge import run_judge
     from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
     from equiv.options import RunOptions
@@ -115,7 +117,8 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
         else:
             again = (f"REPRO: equiv gate --op verify_tree --candidate {text} --stages statistics --budget {budget} "
                      f"--seed {seed} --device {device} --drafts {drafts}")
-            verdict = run_judge(target, statistical_cases(budget, drafts, seed, targets), device=device,
+            cases = statistical_cases(budget, drafts, seed, targets) + independence_cases(drafts, seed, targets)
+            verdict = run_judge(target, cases, device=device,
                                 drafts=drafts, spec=text, seed=seed, timeout=timeout, repro=again)
             calls += verdict.calls
             diagnosis = diagnose(verdict) if not verdict.passed else None

@@ -25,6 +25,11 @@ draft that are seeded functions of the whole prefix, trees drafted by ``topk``, 
 5. ``joint``: the binned PITs of neighbouring positions against the uniform square (verify's).
 6. ``exhaustive`` (small V): every continued text is one of ``V**(D+1)`` cells; chi-square of the
    cell counts against the exact sequence law of each row's root (reference ``sequence_law``).
+7. ``independence`` (exact sign tests; only where a case has rows of identical inputs,
+   ``problems``, and two calls: independence.py): rows of one call, and calls with different
+   generator seeds, must not share randomness -- the chain verifier's swap sign tests
+   (equiv/ops/verify/independence.py, its own budget ``INDEPENDENCE_ALPHA = 2e-5``), failing
+   with the cause ``shared randomness between rows`` or ``between calls``.
 
 Family-wise error ``FAMILY_ALPHA = 1e-4`` per judge run: a quarter each to the PIT, score, joint
 and exhaustive tests, Bonferroni inside each; a test fails only when significant AND its effect
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.checks import Check
+from equiv.ops.verify.independence import independence_check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import cdf_draw
@@ -49,7 +55,7 @@ from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step
 from equiv.reference import verify_tree as ref
 from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
 
-CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive")
+CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive", "independence")
 FAMILY_ALPHA = 1e-4
 SHARE = {"pit": 0.25, "score": 0.25, "joint": 0.25, "exhaustive": 0.25}
 EXHAUSTIVE_FLOOR = 0.005
@@ -515,6 +521,13 @@ def statistical_checks(found, stats, repro) -> list:
     return out
 
 
+def rows_alike(case, draws) -> bool:
+    """Whether ``case`` feeds ``independence``: rows of identical inputs (at least two rows a
+    problem), two calls and the replay, every call answered."""
+    r = case.recipe
+    return draws.ok and len(draws.outputs) >= 3 and r.n_problems < r.batch and r.batch >= 2 * r.n_problems
+
+
 def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = None, seed: int = 0,
               timeout: float | None = None, repro: str | None = None, progress=None) -> TreeVerdict:
     """Judge ``candidate`` on ``cases`` (module docstring); ``drafts`` the declared construction."""
@@ -536,6 +549,7 @@ def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk"
     for case, draws in zip(cases, drawn):
         _judge_case(case, draws, found, stats, eff, rng)
     checks = statistical_checks(found, stats, repro)
+    checks += independence_check([(c, d) for c, d in zip(cases, drawn) if rows_alike(c, d)], found, judged)
     exact = {"contract": f"{found.ran['contract']} recipes: a pair of int64 [B, D+1] tensors, a real chain of "
                          f"children, the drafted tokens then one drawn token, inputs unchanged, same seed -> same "
                          f"output",
@@ -550,6 +564,8 @@ def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk"
             out.append(judged(check, True, exact[check]))
         elif check in exact and (check != "greedy" or any(c.recipe.family == "onehot_target" for c in cases)):
             out.append(judged(check, False, "nothing checked: no call returned a usable output"))
+        elif check == "independence":
+            out += [c for c in checks if c.name == check]
         elif statistical and check not in exact:
             got = [c for c in checks if c.name == check]
             if got:

@@ -32,7 +32,8 @@ children per node, parents before children, siblings in node order. Node 0 holds
 ``drafts`` (``CONSTRUCTIONS``): ``topk`` the top tokens of ``q`` in order (deterministic, ties to
 the lowest index); ``iid`` drawn from ``q`` with replacement (SpecInfer); ``wor`` drawn without
 replacement (recursive rejection sampling). ``probs=0`` passes ``draft_probs = None`` (a
-deterministic drafter's call).
+deterministic drafter's call). ``problems=P`` (0: every row its own) makes row ``b`` a copy of row
+``b % P`` (tree, tokens and targets): rows of identical inputs, for the independence check.
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class TreeRecipe:
     drafts: str = "topk"
     ragged: int = 0
     probs: int = 1
+    problems: int = 0
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
@@ -80,6 +82,7 @@ class TreeRecipe:
         check_int("fanout", self.fanout, min_value=1, max_value=64 if self.drafts == "iid" else min(64, self.vocab))
         check_int("ragged", self.ragged, min_value=0, max_value=1)
         check_int("probs", self.probs, min_value=0, max_value=1)
+        check_int("problems", self.problems, min_value=0)
 
     def __str__(self) -> str:
         return recipe_str(self, always=("seed", "batch", "vocab", "nodes", "depth", "fanout", "drafts"))
@@ -90,6 +93,14 @@ class TreeRecipe:
 
     def with_(self, **changes) -> "TreeRecipe":
         return replace(self, **changes)
+
+    @property
+    def n_problems(self) -> int:
+        return self.batch if not self.problems else min(self.problems, self.batch)
+
+    def rows(self) -> np.ndarray:
+        """The problem (distinct tree and targets) each row copies: ``[batch]`` int64."""
+        return np.arange(self.batch, dtype=np.int64) % self.n_problems
 
     def model(self) -> "TreeModel":
         return tree_model(self.family, self.seed, self.vocab)
@@ -255,6 +266,10 @@ def _shape(rng, n_nodes, depth, fanout):
 
 @functools.lru_cache(maxsize=32)
 def make_trees(r: TreeRecipe) -> Trees:
+    if r.n_problems < r.batch:                       # row b copies problem b % problems
+        one = make_trees(r.with_(batch=r.n_problems, problems=0))
+        b = r.rows()
+        return Trees(one.parents[b], one.tokens[b], one.index[b], one.state[b], one.depth[b], one.max_depth)
     m = r.model()
     B, N, V = r.batch, r.nodes, r.vocab
     rng = np.random.default_rng([r.seed, _SALT_SHAPE])
