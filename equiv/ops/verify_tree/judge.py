@@ -63,6 +63,7 @@ class Case:
     calls: int
     seed: int
     statistical: bool = False
+    purpose: str = ""
 
     @property
     def seeds(self) -> tuple:
