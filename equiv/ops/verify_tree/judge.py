@@ -317,10 +317,10 @@ def statistics_of_texts(case, seq, levels, nodes, stats, rng):
     L = seq.shape[-1]
     pos = np.broadcast_to(np.arange(L), seq.shape).ravel()
     stats.u.append(u)
-    stats.groups.append(np.char.add(f"{r.family}:{r.drafts}:position", pos.astype(str)))
+    stats.groups.append(np.char.add(f"{_label(case)}:position", pos.astype(str)))
     k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(-1, L)
     for j in range(L - 1):
-        stats.joint.setdefault(f"{r.family}:{r.drafts}:positions {j},{j + 1}", []).append(
+        stats.joint.setdefault(f"{_label(case)}:positions {j},{j + 1}", []).append(
             k[:, j] * JOINT_BINS + k[:, j + 1])
     stats.scores.append(_score_parts(r, seq, levels, nodes))
     stats.cases.append(case)
@@ -454,9 +454,16 @@ def _group_cause(group: str) -> str:
         "emitted law"
 
 
+def _label(case) -> str:
+    """A test group's name: family, construction and the plan slot (a slot's own rows are not
+    diluted by another slot's of the same family)."""
+    r = case.recipe
+    return f"{r.family}:{r.drafts}" + (f"/{case.purpose}" if case.purpose else "")
+
+
 def _case_of(stats, group):
-    fam = group.split(":")[0]
-    return next((c for c in stats.cases if c.recipe.family == fam), stats.cases[0])
+    label = group.rsplit(":", 1)[0]
+    return next((c for c in stats.cases if _label(c) == label), stats.cases[0])
 
 
 def statistical_checks(found, stats, repro) -> list:
