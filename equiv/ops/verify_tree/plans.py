@@ -77,9 +77,9 @@ def _slots(rng_of, scale: int) -> list:
     out.append(("deep exact", dict(family="flat", vocab=v, depth=d, fanout=2, nodes=int(r.integers(d + 2, 2 * d + 2)),
                                    batch=_draw_batch(r, 16000, 20000) * scale), 1))
     r = rng_of(1)   # top probability in [0.9, 1); children's mass in (0, 0.05)
-    v = int(r.integers(3, 7))
-    d = int(r.integers(1, 4 if v <= 4 else 3))
-    out.append(("peaked", dict(family="peaked", vocab=v, depth=d, fanout=int(r.integers(1, 3)),
+    v = int(r.integers(6, 9))          # topk trees of one child are a function of the root: V of them
+    d = int(r.integers(2, 4))
+    out.append(("peaked", dict(family="peaked", vocab=v, depth=d, fanout=1,     # one child: its mass is the law's
                                nodes=int(r.integers(d + 1, 2 * d + 2)), batch=_draw_batch(r, 16000, 20000) * scale), 1))
     r = rng_of(2)   # wide levels: fan-out 5..8
     f = int(r.integers(5, MAX_FANOUT + 1))
