@@ -59,7 +59,7 @@ MAX_FANOUT = 8
 PAST_100K = tuple(v for v in space.REAL_VOCABS if v > 100000)
 # (vocab, depth) whose whole text law is enumerable: V ** (depth + 1) <= EXHAUSTIVE_MAX_CELLS
 _EXACT_DEEP = ((3, 5), (3, 6), (2, 6), (2, 7), (2, 8))
-SLOTS = ("deep exact", "peaked", "wide", "deep", "small batches", "wide vocab", "far", "greedy")
+SLOTS = ("deep exact", "peaked", "wide", "deep", "small batches", "wide vocab", "far", "greedy")  # full: + "tail"
 
 
 def _draw_batch(rng, low: int, high: int) -> int:
@@ -111,9 +111,11 @@ def _slots(rng_of, scale: int) -> list:
     out.append(("greedy", dict(family="onehot_target", vocab=space.draw_vocab(r, 100, 1100), depth=d,
                                fanout=int(r.integers(2, 5)), nodes=int(r.integers(d + 1, 17)),
                                batch=_draw_batch(r, 700, 1100)), 1))
+    if scale > 1:   # full only: a residual's tail squeezed onto few tokens needs ~4000 rows at V ~ 50000 (tail test)
+        r = rng_of(8)
+        out.append(("tail", dict(family="realistic", vocab=int(r.choice((32000, 32064, 32768, 50257))), depth=1,
+                                 fanout=1, nodes=2, batch=_draw_batch(r, 2000, 2100)), 2))
     return out
-
-
 
 
 def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0, targets: str = "any") -> list:
