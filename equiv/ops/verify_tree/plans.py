@@ -100,9 +100,8 @@ def _slots(rng_of, scale: int) -> list:
     r = rng_of(5)   # a vocabulary past 100000 with enough rows to see the residual's tail
     v = int(r.choice(PAST_100K)) if r.random() < 0.75 else space.draw_prime(r, 100001, 262144)
     b = _draw_batch(r, 65, 127)
-    f = int(r.integers(3, 6))
-    out.append(("wide vocab", dict(family="realistic", vocab=v, depth=1, fanout=f, nodes=f + 1, batch=b),
-                max(1, 900 // b) * scale))
+    out.append(("wide vocab", dict(family="realistic", vocab=v, depth=1, fanout=1, nodes=2, batch=b),   # one child:
+                max(1, 1500 // b) * scale))                          # most rows rejected, rows are cheap
     r = rng_of(6)   # drafts far from the target: many rejections, the residual's law exhaustively
     out.append(("far", dict(family="flat_far", vocab=int(r.integers(3, 6)), depth=2, fanout=int(r.integers(1, 4)),
                             nodes=int(r.integers(3, 8)), batch=_draw_batch(r, 8000, 10000) * scale), 1))
