@@ -123,3 +123,27 @@ def test_each_hostile_fails_its_slot_with_a_cause(name):
 def test_target_only_passes_those_slots(purpose):
     v = run_judge(P.target_only, _slot(purpose), device="cpu", drafts="topk", spec="target_only")
     assert v.passed, v.summary()
+
+
+@pytest.mark.parametrize("squeezed", [True, False])
+def test_the_tail_check_sees_a_float16_cumsum(squeezed):
+    """Host draws (no verifier): texts whose tokens come from an inverse CDF on a float16
+    cumulative sum of the target fail the tail check; the exact law's texts pass it."""
+    from equiv.ops.verify.recipes import cdf_draw
+    from equiv.ops.verify_tree.judge import Case, Findings, Stats, continued, statistical_checks
+    from equiv.ops.verify_tree.judge import statistics_of_texts
+    from equiv.ops.verify_tree.recipes import TreeRecipe
+
+    r = TreeRecipe(family="realistic", seed=17, batch=4000, vocab=50257, nodes=2, depth=1, fanout=1)
+    cdf = np.cumsum(r.model().target, 1)
+    if squeezed:
+        cdf = cdf.astype(np.float16).astype(np.float64)               # stalls: the tail on few tokens
+    cdf /= cdf[:, -1:]
+    found, stats, rng = Findings("host", "cpu", "topk"), Stats(), np.random.default_rng(0)
+    got = continued(r, np.full((1, r.batch), -1), np.zeros((1, r.batch, 2), dtype=np.int64), rng,
+                    lambda law, n, g: cdf_draw(cdf[law], g.random(n)))
+    statistics_of_texts(Case(r, 1, 0, statistical=True, purpose="tail"), *got, stats, rng)
+    checks = statistical_checks(found, stats, None)
+    assert ("tail" in found.first) == squeezed, [c.detail for c in checks]
+    if squeezed:
+        assert found.first["tail"].evidence["cause"] == "tail concentration"
