@@ -147,3 +147,12 @@ def test_the_tail_check_sees_a_float16_cumsum(squeezed):
     assert ("tail" in found.first) == squeezed, [c.detail for c in checks]
     if squeezed:
         assert found.first["tail"].evidence["cause"] == "tail concentration"
+
+
+def test_a_failure_names_the_case_of_its_group():
+    from equiv.ops.verify_tree.judge import Stats, _case_of
+
+    stats = Stats()
+    stats.cases = _slot("deep exact") + _slot("small batches")
+    assert _case_of(stats, "offset realistic:topk/small batches:position0").purpose == "small batches"
+    assert _case_of(stats, "realistic:topk/small batches:positions 0,1").purpose == "small batches"
