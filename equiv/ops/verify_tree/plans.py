@@ -3,16 +3,19 @@
 Plan. ``contract_cases(constructions)``: small batches that reach the edges of the contract, one
 call each (and its replay), exact checks only: a root alone (``nodes=1``), chains (fan-out 1,
 depth 8), a wide level (depth 1, fan-out 8), 64 nodes at depth 8, ``B = 4096``, V from 2 to
-262144, ragged batches (absent nodes), every family. ``statistical_cases(budget, constructions)``:
-one call (and its replay) of large batches per recipe -- for ``iid``/``wor`` every row drafts its
-own tree, so a call averages over drafts as losslessness asks:
-- ``flat`` at V = 4 and depth 2: the whole text's law is compared cell by cell (exhaustive);
-  ``flat_far`` the same with a draft far from the target (many rejections);
-- ``realistic`` and ``truncated`` (ragged) at V = 256: PIT, score and joint tests, many rows;
-- ``realistic`` at V = 129280 (few rows: the inputs are ``B x N x V`` floats);
-- ``onehot_target``: greedy decoding's text, exactly.
-``full`` doubles the rows and adds seeds. Each construction of the declaration gets its cases
-(``any``: all three).
+262144, ragged batches (absent nodes), every family. ``statistical_cases(budget, drafts, seed)``:
+**drawn per seed from named dimensions**, not listed (as the chain verifier's plan,
+equiv/ops/verify/space.py): each slot of ``_slots`` names what it is for (``Case.purpose``,
+``SLOTS``) and draws its recipe with its own generator ``[seed, _PLAN_SALT, slot]``:
+``deep exact`` (flat, V 2-3, depth 5-8: the whole text law enumerable), ``peaked`` (top
+probability in [0.9, 1), children's mass in (0, 0.05)), ``wide`` (fan-out 5-8), ``deep`` (depth
+4-8 at V 100-600, ragged truncated or realistic), ``small batches`` (1-63 rows, 8-64 calls),
+``wide vocab`` (V past 100000, ~1500 rows over several calls), ``far`` (flat_far, many
+rejections), ``greedy`` (one-hot targets); ``full`` doubles the rows and adds ``tail`` (V ~
+32000-50257, ~4000 rows: the tail test). Batches are never multiples of 32. For ``iid``/``wor``
+every row drafts its own tree, so a call averages over drafts as losslessness asks. Each
+construction of the declaration gets every slot (``any``: all three). docs/verify_tree.md has
+the table.
 """
 from __future__ import annotations
 
