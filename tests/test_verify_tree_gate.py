@@ -16,12 +16,15 @@ import pytest
 from equiv.gate import run_gate
 from equiv.ops.verify_tree import plans
 
-from test_verify_tree_judge import SMALL
+from test_verify_tree_judge import small_cases
 
 
 @pytest.fixture
 def small_plan(monkeypatch):
-    monkeypatch.setattr(plans, "_STATISTICAL", SMALL)
+    def small(budget="quick", drafts="topk", seed=0, targets="any"):
+        cases = small_cases(drafts, seed)
+        return [c for c in cases if c.recipe.family == "onehot_target"] if targets == "onehot" else cases
+    monkeypatch.setattr(plans, "statistical_cases", small)
 
 
 def test_builtin_passes_its_declaration_and_fails_another(small_plan):

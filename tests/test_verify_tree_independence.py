@@ -24,7 +24,7 @@ from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.judge import run_judge
 from equiv.ops.verify_tree.recipes import TreeRecipe
 
-from test_verify_tree_judge import SMALL
+from test_verify_tree_judge import small_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "candidates"))
@@ -78,7 +78,9 @@ def test_shared_randomness_fails_with_its_cause(name, cause, label):
 
 @pytest.fixture
 def small_plan(monkeypatch):
-    monkeypatch.setattr(plans, "_STATISTICAL", SMALL)
+    def small(budget="quick", drafts="topk", seed=0, targets="any"):
+        return small_cases(drafts, seed)
+    monkeypatch.setattr(plans, "statistical_cases", small)
 
 
 def test_the_gate_names_the_cause_in_console_json_and_repro(small_plan):

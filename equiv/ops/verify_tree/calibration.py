@@ -55,8 +55,8 @@ def host_run(cases, seed: int, bias: str | None = None, delta: float = 0.0) -> t
     for case in cases:
         r = case.recipe
         L = r.trees().max_depth + 1
-        outs = np.zeros((1, r.batch, L), dtype=np.int64)
-        k = np.full((1, r.batch), -1, dtype=np.int64)
+        outs = np.zeros((case.calls, r.batch, L), dtype=np.int64)      # every call's rows
+        k = np.full((case.calls, r.batch), -1, dtype=np.int64)
         draw = None
         if bias is not None:
             cdf = _biased_cdf(r, bias, float(delta))

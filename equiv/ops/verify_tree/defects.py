@@ -26,6 +26,8 @@ LEADS = {
     "emitted law at position 0": "the acceptance rule at the root (thresholds, greedy at temperature > 0, a reused coin)",
     "emitted law past the root": "a wrong logits row for deeper nodes (the parent's or a sibling's), or a path that "
                                  "was not verified as a chain (independent acceptance)",
+    "tail concentration": "the residual's tail squeezed onto few tokens: an inverse CDF on a low-precision "
+                          "(float16 / bfloat16) cumulative sum, or a sampler that drops most tail tokens",
     "text law (exhaustive)": "the law of the whole text (any of the above, seen cell by cell at small V)",
     "shared randomness between rows": "rows of one call reading each other's coins (a wrong stride or row "
                                       "index into the uniforms, one coin for a group of rows)",

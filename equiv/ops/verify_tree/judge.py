@@ -25,14 +25,16 @@ draft that are seeded functions of the whole prefix, trees drafted by ``topk``, 
 5. ``joint``: the binned PITs of neighbouring positions against the uniform square (verify's).
 6. ``exhaustive`` (small V): every continued text is one of ``V**(D+1)`` cells; chi-square of the
    cell counts against the exact sequence law of each row's root (reference ``sequence_law``).
-7. ``independence`` (exact sign tests; only where a case has rows of identical inputs,
+7. ``tail`` (Poisson): repeats among tail draws of each bank law against their exact mean (the
+   chain's test, equiv/ops/verify/tail.py): a law squeezed onto a few tail tokens, which bins miss.
+8. ``independence`` (exact sign tests; only where a case has rows of identical inputs,
    ``problems``, and two calls: independence.py): rows of one call, and calls with different
    generator seeds, must not share randomness -- the chain verifier's swap sign tests
    (equiv/ops/verify/independence.py, its own budget ``INDEPENDENCE_ALPHA = 2e-5``), failing
    with the cause ``shared randomness between rows`` or ``between calls``.
 
-Family-wise error ``FAMILY_ALPHA = 1e-4`` per judge run: a quarter each to the PIT, score, joint
-and exhaustive tests, Bonferroni inside each; a test fails only when significant AND its effect
+Family-wise error ``FAMILY_ALPHA = 1e-4`` per judge run: a fifth each to the PIT, score, joint,
+exhaustive and tail tests, Bonferroni inside each; a test fails only when significant AND its effect
 passes a floor (binned TVD ``LOSSLESS_TVD_FLOOR``, score ``SCORE_FLOOR``, exhaustive
 ``EXHAUSTIVE_FLOOR``). *Efficiency*: per statistical recipe, the mean accept length (accepted
 drafts + 1) against the optimum of a lossless verifier on the same trees
@@ -50,14 +52,15 @@ from equiv.ops.verify.independence import independence_check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import cdf_draw
+from equiv.ops.verify.tail import level_repeats, repeat_tests
 from equiv.ops.verify_tree.calls import run_draws
 from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step
 from equiv.reference import verify_tree as ref
 from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
 
-CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive", "independence")
+CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive", "tail", "independence")
 FAMILY_ALPHA = 1e-4
-SHARE = {"pit": 0.25, "score": 0.25, "joint": 0.25, "exhaustive": 0.25}
+SHARE = {"pit": 0.2, "score": 0.2, "joint": 0.2, "exhaustive": 0.2, "tail": 0.2}
 EXHAUSTIVE_FLOOR = 0.005
 EXHAUSTIVE_MAX_CELLS = 4096
 _SALT = 4099
@@ -69,6 +72,7 @@ class Case:
     calls: int
     seed: int
     statistical: bool = False
+    purpose: str = ""
 
     @property
     def seeds(self) -> tuple:
@@ -307,6 +311,7 @@ def _score_parts(recipe, seq, levels, nodes):
 class Stats:
     def __init__(self):
         self.u, self.groups, self.joint, self.scores, self.exhaustive, self.cases = [], [], {}, [], [], []
+        self.tail: dict = {}                    # slot label -> level_repeats records (tail.py)
 
 
 def _statistics_of_case(case, paths, outs, stats, rng):
@@ -319,13 +324,15 @@ def statistics_of_texts(case, seq, levels, nodes, stats, rng):
     m = r.model()
     sorted_laws, rank_of, _ = _tables(r.family, r.seed, r.vocab)
     u = pit(sorted_laws, levels.ravel(), rank_of[levels.ravel(), seq.ravel()], rng)
+    stats.tail.setdefault(_label(case), []).extend(
+        level_repeats(sorted_laws, levels.ravel(), rank_of[levels.ravel(), seq.ravel()]))
     L = seq.shape[-1]
     pos = np.broadcast_to(np.arange(L), seq.shape).ravel()
     stats.u.append(u)
-    stats.groups.append(np.char.add(f"{r.family}:{r.drafts}:position", pos.astype(str)))
+    stats.groups.append(np.char.add(f"{_label(case)}:position", pos.astype(str)))
     k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(-1, L)
     for j in range(L - 1):
-        stats.joint.setdefault(f"{r.family}:{r.drafts}:positions {j},{j + 1}", []).append(
+        stats.joint.setdefault(f"{_label(case)}:positions {j},{j + 1}", []).append(
             k[:, j] * JOINT_BINS + k[:, j + 1])
     stats.scores.append(_score_parts(r, seq, levels, nodes))
     stats.cases.append(case)
@@ -459,9 +466,16 @@ def _group_cause(group: str) -> str:
         "emitted law"
 
 
+def _label(case) -> str:
+    """A test group's name: family, construction and the plan slot (a slot's own rows are not
+    diluted by another slot's of the same family)."""
+    r = case.recipe
+    return f"{r.family}:{r.drafts}" + (f"/{case.purpose}" if case.purpose else "")
+
+
 def _case_of(stats, group):
-    fam = group.split(":")[0]
-    return next((c for c in stats.cases if c.recipe.family == fam), stats.cases[0])
+    label = group.rsplit(":", 1)[0].removeprefix("offset ")          # stats/fit.py's offset PIT tests
+    return next((c for c in stats.cases if _label(c) == label), stats.cases[0])
 
 
 def statistical_checks(found, stats, repro) -> list:
@@ -518,6 +532,7 @@ def statistical_checks(found, stats, repro) -> list:
             out.append(judged("exhaustive", True, f"{len(stats.exhaustive)} exact comparisons of the whole "
                                                        f"text's law; smallest p = "
                                                        f"{min(e[4] for e in stats.exhaustive):.3g}"))
+    out += _tail_check(found, stats, repro)
     return out
 
 
@@ -526,6 +541,25 @@ def rows_alike(case, draws) -> bool:
     problem), two calls and the replay, every call answered."""
     r = case.recipe
     return draws.ok and len(draws.outputs) >= 3 and r.n_problems < r.batch and r.batch >= 2 * r.n_problems
+
+
+def _tail_check(found, stats, repro) -> list:
+    """7. ``tail`` (the chain's test, equiv/ops/verify/tail.py): repeats among the draws that land
+    on tokens of probability under ``1 / (64 N)`` of their bank law, against their exact mean: a
+    residual drawn from a stalled cumulative sum (float16) squeezes the tail onto few tokens."""
+    tests = repeat_tests(stats.tail, FAMILY_ALPHA * SHARE["tail"])
+    bad = [t for t in tests if t["failed"]]
+    if bad:
+        t = min(bad, key=lambda t: t["group"] == "pooled")
+        found.fail("tail", _case_of(stats, t["group"] + ":tail"), (None, None, (
+            f"{t['group']}: {t['repeats']:.0f} repeated pairs among {t['tail_draws']} tail draws where the law "
+            f"allows {t['allowed']:.3g} ({t['ratio']:.3g}x), Poisson p = {t['p_value']:.3g} < {t['level']:.3g}")),
+            {"group": t["group"]}, repro, cause="tail concentration")
+        return []
+    if not tests:
+        return [judged("tail", True, "no draw landed in a tail (tokens of probability under 1 / (64 draws))")]
+    return [judged("tail", True, f"{len(tests)} tail-repeat tests; smallest p = "
+                                 f"{min(t['p_value'] for t in tests):.3g}")]
 
 
 def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = None, seed: int = 0,

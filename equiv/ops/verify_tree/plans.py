@@ -3,19 +3,25 @@
 Plan. ``contract_cases(constructions)``: small batches that reach the edges of the contract, one
 call each (and its replay), exact checks only: a root alone (``nodes=1``), chains (fan-out 1,
 depth 8), a wide level (depth 1, fan-out 8), 64 nodes at depth 8, ``B = 4096``, V from 2 to
-262144, ragged batches (absent nodes), every family. ``statistical_cases(budget, constructions)``:
-one call (and its replay) of large batches per recipe -- for ``iid``/``wor`` every row drafts its
-own tree, so a call averages over drafts as losslessness asks:
-- ``flat`` at V = 4 and depth 2: the whole text's law is compared cell by cell (exhaustive);
-  ``flat_far`` the same with a draft far from the target (many rejections);
-- ``realistic`` and ``truncated`` (ragged) at V = 256: PIT, score and joint tests, many rows;
-- ``realistic`` at V = 129280 (few rows: the inputs are ``B x N x V`` floats);
-- ``onehot_target``: greedy decoding's text, exactly.
-``full`` doubles the rows and adds seeds. Each construction of the declaration gets its cases
-(``any``: all three).
+262144, ragged batches (absent nodes), every family. ``statistical_cases(budget, drafts, seed)``:
+**drawn per seed from named dimensions**, not listed (as the chain verifier's plan,
+equiv/ops/verify/space.py): each slot of ``_slots`` names what it is for (``Case.purpose``,
+``SLOTS``) and draws its recipe with its own generator ``[seed, _PLAN_SALT, slot]``:
+``deep exact`` (flat, V 2-3, depth 5-8: the whole text law enumerable), ``peaked`` (top
+probability in [0.9, 1), children's mass in (0, 0.05)), ``wide`` (fan-out 5-8), ``deep`` (depth
+4-8 at V 100-600, ragged truncated or realistic), ``small batches`` (1-63 rows, 8-64 calls),
+``wide vocab`` (V past 100000, ~1500 rows over several calls), ``far`` (flat_far, many
+rejections), ``greedy`` (one-hot targets); ``full`` doubles the rows and adds ``tail`` (V ~
+32000-50257, ~4000 rows: the tail test). Batches are never multiples of 32. For ``iid``/``wor``
+every row drafts its own tree, so a call averages over drafts as losslessness asks. Each
+construction of the declaration gets every slot (``any``: all three). docs/verify_tree.md has
+the table.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from equiv.ops.verify import space
 from equiv.ops.verify_tree.judge import Case
 from equiv.ops.verify_tree.recipes import CONSTRUCTIONS, TreeRecipe
 
@@ -51,24 +57,83 @@ def contract_cases(drafts: str = "topk", seed: int = 0) -> list:
     return out
 
 
-_STATISTICAL = (
-    ("flat:vocab=4,nodes=6,depth=2,fanout=2", 20000),
-    ("flat_far:vocab=4,nodes=6,depth=2,fanout=3", 10000),
-    ("realistic:vocab=256,nodes=10,depth=3,fanout=3", 4000),
-    ("truncated:vocab=256,nodes=10,depth=3,fanout=4,ragged=1", 4000),
-    ("realistic:vocab=129280,nodes=6,depth=2,fanout=3", 8),
-    ("onehot_target:vocab=512,nodes=8,depth=3,fanout=3", 1024),
-)
+_PLAN_SALT = 0x7EE5
+MAX_FANOUT = 8
+PAST_100K = tuple(v for v in space.REAL_VOCABS if v > 100000)
+# (vocab, depth) whose whole text law is enumerable: V ** (depth + 1) <= EXHAUSTIVE_MAX_CELLS
+_EXACT_DEEP = ((3, 5), (3, 6), (2, 6), (2, 7), (2, 8))
+SLOTS = ("deep exact", "peaked", "wide", "deep", "small batches", "wide vocab", "far", "greedy")  # full: + "tail"
+
+
+def _draw_batch(rng, low: int, high: int) -> int:
+    """A batch in ``[low, high]`` with rows past its last multiple of 32 (and so of 64)."""
+    b = int(rng.integers(low, high + 1))
+    return b + int(rng.integers(1, 32)) if b % 32 == 0 else b
+
+
+def _slots(rng_of, scale: int) -> list:
+    """``(purpose, recipe fields, calls)`` of each statistical slot, each drawn from the named
+    dimensions with its own generator ``rng_of(i)`` (module docstring)."""
+    out = []
+    r = rng_of(0)   # deep trees whose whole text law is enumerable: every position, exactly
+    v, d = _EXACT_DEEP[int(r.integers(len(_EXACT_DEEP)))]
+    out.append(("deep exact", dict(family="flat", vocab=v, depth=d, fanout=2, nodes=int(r.integers(d + 2, 2 * d + 2)),
+                                   batch=_draw_batch(r, 16000, 20000) * scale), 1))
+    r = rng_of(1)   # top probability in [0.9, 1); children's mass in (0, 0.05)
+    v = int(r.integers(6, 9))          # topk trees of one child are a function of the root: V of them
+    d = int(r.integers(2, 4))
+    out.append(("peaked", dict(family="peaked", vocab=v, depth=d, fanout=1,     # one child: its mass is the law's
+                               nodes=int(r.integers(d + 1, 2 * d + 2)), batch=_draw_batch(r, 16000, 20000) * scale), 1))
+    r = rng_of(2)   # wide levels: fan-out 5..8
+    f = int(r.integers(5, MAX_FANOUT + 1))
+    out.append(("wide", dict(family="realistic", vocab=space.draw_vocab(r, 100, 600), depth=1, fanout=f,
+                             nodes=f + 1, batch=_draw_batch(r, 3000, 4000) * scale), 1))
+    r = rng_of(3)   # deep trees at a realistic vocabulary, ragged or truncated
+    d = int(r.integers(4, 9))
+    fam = "truncated" if r.random() < 0.5 else "realistic"
+    out.append(("deep", dict(family=fam, vocab=space.draw_vocab(r, 100, 600), depth=d, fanout=int(r.integers(2, 4)),
+                             nodes=int(r.integers(d + 2, 17)), ragged=int(fam == "truncated"),
+                             batch=_draw_batch(r, 3000, 4000) * scale), 1))
+    r = rng_of(4)   # small batches, rows past the last block of 32: many calls
+    b = int(r.integers(1, 64))
+    b += int(r.integers(1, 16)) if b % 32 == 0 else 0
+    out.append(("small batches", dict(family="realistic", vocab=space.draw_vocab(r, 100, 600),
+                                      depth=int(r.integers(1, 4)), fanout=int(r.integers(1, 4)), nodes=int(r.integers(2, 9)),
+                                      batch=b), max(8, min(64, 2000 // b)) * scale))
+    r = rng_of(5)   # a vocabulary past 100000 with enough rows to see the residual's tail
+    v = int(r.choice(PAST_100K)) if r.random() < 0.75 else space.draw_prime(r, 100001, 262144)
+    b = _draw_batch(r, 65, 127)
+    out.append(("wide vocab", dict(family="realistic", vocab=v, depth=1, fanout=1, nodes=2, batch=b),   # one child:
+                max(1, 1500 // b) * scale))                          # most rows rejected, rows are cheap
+    r = rng_of(6)   # drafts far from the target: many rejections, the residual's law exhaustively
+    out.append(("far", dict(family="flat_far", vocab=int(r.integers(3, 6)), depth=2, fanout=int(r.integers(1, 4)),
+                            nodes=int(r.integers(3, 8)), batch=_draw_batch(r, 8000, 10000) * scale), 1))
+    r = rng_of(7)   # temperature 0: greedy decoding's text, exactly
+    d = int(r.integers(2, 7))
+    out.append(("greedy", dict(family="onehot_target", vocab=space.draw_vocab(r, 100, 1100), depth=d,
+                               fanout=int(r.integers(2, 5)), nodes=int(r.integers(d + 1, 17)),
+                               batch=_draw_batch(r, 700, 1100)), 1))
+    if scale > 1:   # full only: a residual's tail squeezed onto few tokens needs ~4000 rows at V ~ 50000 (tail test)
+        r = rng_of(8)
+        out.append(("tail", dict(family="realistic", vocab=int(r.choice((32000, 32064, 32768, 50257))), depth=1,
+                                 fanout=1, nodes=2, batch=_draw_batch(r, 2000, 2100)), 2))
+    return out
 
 
 def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0, targets: str = "any") -> list:
-    scale, seeds = (1, 1) if budget == "quick" else (2, 3)
+    """The statistical cases of a budget, drawn per ``seed`` from the named dimensions (module docstring)."""
+    scale = 1 if budget == "quick" else 2
+
+    def rng_of(i):
+        return np.random.default_rng([seed, _PLAN_SALT, i])
+
     out = []
-    for c in constructions_of(drafts):
-        for text, batch in _STATISTICAL:
-            r = TreeRecipe.parse(text).with_(drafts=c, batch=batch * scale)
+    for i, (purpose, fields, calls) in enumerate(_slots(rng_of, scale)):
+        for c in constructions_of(drafts):
+            r = TreeRecipe(seed=seed, drafts=c, **fields)
+            if c == "wor" and r.fanout > r.vocab:
+                r = r.with_(fanout=r.vocab)
             if targets == "onehot" and r.family != "onehot_target":
                 r = r.with_(family="onehot_target")
-            for s in range(seeds):
-                out.append(Case(r.with_(seed=seed + s), 1, seed + s, statistical=True))
+            out.append(Case(r, calls, 1000 * seed + 100 * i, statistical=True, purpose=purpose))
     return out

@@ -23,7 +23,12 @@ permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` 
 - ``onehot_target``: the target is one-hot at its argmax (temperature 0);
 - ``flat``: Dirichlet(1) targets and drafts half the target, half another Dirichlet (small V);
 - ``flat_far``: Dirichlet(1) targets and independent Dirichlet(0.5) drafts: many rejections, so a
-  rule that assumes another construction (SpecInfer on ``wor`` trees) moves the text's law far.
+  rule that assumes another construction (SpecInfer on ``wor`` trees) moves the text's law far;
+- ``peaked``: a confident step: the target's top token has probability in [0.9, 1) (the rest
+  Dirichlet(1)). On even bank laws the draft is more confident still (``q(top) > p(top) >= 0.9``:
+  a "threshold_single" shortcut accepts it outright); on odd ones the draft's top token is one of
+  target probability in [0.02, 0.05) (its ``topk`` children's mass lies in (0, 0.05): the residual
+  is nearly the whole target, where a "skip the small residual" shortcut lives).
 
 *Trees.* Row ``b`` has a random shape of at most ``nodes`` nodes (exactly ``nodes`` unless
 ``ragged=1``; absent nodes are ``-2`` at the end), depth at most ``depth``, at most ``fanout``
@@ -46,7 +51,7 @@ from equiv.ops.verify.recipes import cdf_draw
 from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_int
 
-FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far")
+FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far", "peaked")
 CONSTRUCTIONS = ("topk", "iid", "wor")
 BANK = 16
 _P = 2 ** 31 - 1
@@ -176,6 +181,29 @@ def _softmax(x):
     return e / e.sum(1, keepdims=True)
 
 
+def _peaked(rng, K, V):
+    """The ``peaked`` family's laws (module docstring)."""
+    target, draft = np.zeros((K, V)), np.zeros((K, V))
+    for k in range(K):
+        perm = rng.permutation(V)
+        top, low, others = perm[0], perm[1], perm[2:]
+        t = rng.uniform(0.9, 0.995)
+        c = rng.uniform(0.02, 0.05) if V > 2 else 1.0 - t
+        c = min(c, 1.0 - t)
+        target[k, top], target[k, low] = t, c
+        if others.size:
+            target[k, others] = (1.0 - t - c) * rng.dirichlet(np.ones(others.size))
+        else:
+            target[k, top] = 1.0 - c
+        if k % 2 == 0:                         # more confident than the target
+            draft[k] = 0.4 * target[k]
+            draft[k, top] += 0.6
+        else:                                  # confident on a token the target barely allows
+            draft[k] = 0.1 * target[k] + 0.05 / V
+            draft[k, low] += 1.0 - draft[k].sum()
+    return target, draft
+
+
 @functools.lru_cache(maxsize=24)           # a calibration cycles 3 seeds x 6 families
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     rng = np.random.default_rng([seed, _SALT_BANK, FAMILIES.index(family)])
@@ -186,6 +214,8 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     elif family == "flat_far":
         target = rng.dirichlet(np.ones(V), size=K)
         draft = rng.dirichlet(np.full(V, 0.5), size=K)
+    elif family == "peaked":
+        target, draft = _peaked(rng, K, V)
     else:
         logits = _zipf_logits(rng, K, V)
         target = _softmax(logits)
