@@ -156,3 +156,16 @@ def test_a_failure_names_the_case_of_its_group():
     stats.cases = _slot("deep exact") + _slot("small batches")
     assert _case_of(stats, "offset realistic:topk/small batches:position0").purpose == "small batches"
     assert _case_of(stats, "realistic:topk/small batches:positions 0,1").purpose == "small batches"
+
+
+@pytest.mark.parametrize("drafts", ["iid", "wor"])
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_drawn_trees_are_drawn_again_for_every_call(drafts, seed):
+    """Under iid / wor the law holds on average over the drafts: a recipe called again would
+    judge it given one draw of trees, a false alarm on a lossless verifier (specinfer failed the
+    small-batch and wide-vocab slots so). Every such case is one call; recipes differ."""
+    cases = statistical_cases("quick", drafts, seed)
+    assert all(c.calls == 1 for c in cases), [(c.purpose, c.calls) for c in cases if c.calls > 1]
+    recipes = [str(c.recipe) for c in cases]
+    assert len(set(recipes)) == len(recipes)
+    assert any(c.calls > 1 for c in statistical_cases("quick", "topk", seed))   # topk trees are fixed
