@@ -288,7 +288,7 @@ def _verified_tree(tree_verify, sel_parent, sel_tok, tlogits, steps, seed, root_
     problem = None
     if bool((path[:, 0] != 0).any()):
         problem = "an accepted_path that does not start at the root (node 0)"
-    elif bool((live & (col > a[:, None] + 0)).any()) or bool((path >= n + 1).any()):
+    elif bool((live & (col > a[:, None])).any()) or bool((path >= n + 1).any()):
         problem = "an accepted_path with a node after a -1, or a node past the tree"
     else:
         node = path.clamp(0, n)

@@ -175,14 +175,14 @@ def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = DEFAULT_VOCA
     for j, (batch, v) in enumerate(large):        # spread over dtypes and families
         pad = 0 if (j + pad_at) % 2 else int(PADS[j % len(PADS)])
         per_check[(offset + j * stride) % n].append(Shape(batch, v, pad))
-    dims = _dimension_shapes(rng, max_shape_elements)
+    dims, vocab_classes = _dimension_shapes(rng, max_shape_elements)
     for j, shape in enumerate(dims):
         per_check[(offset + 1 + j * stride) % n].append(shape)
     # every vocabulary class again on the finest dtype's spread family: a shape bug that moves a
     # little mass (a skipped half tile: 0.2 % of the softmax at V = 32064) fails float32's
     # tolerance but can hide in bfloat16's or in a peaked family's
     fine = _finest_check(checks)
-    for shape in dims[:VOCAB_CLASS_SHAPES]:
+    for shape in dims[:vocab_classes]:
         if shape not in per_check[fine]:
             per_check[fine].append(shape)
     for i, (family, dtype) in enumerate(checks):
@@ -199,7 +199,6 @@ _OFFSETS = tuple(o for o in range(1, 16) if o % 4)      # never 16 bytes for flo
 
 
 _PRECISION = ("float64", "float32", "float16", "bfloat16")
-VOCAB_CLASS_SHAPES = len(vocab_draws(np.random.default_rng(0)))   # the first shapes of _dimension_shapes
 
 
 def _finest_check(checks) -> int:
@@ -211,9 +210,11 @@ def _finest_check(checks) -> int:
     return min(range(len(checks)), key=key)
 
 
-def _dimension_shapes(rng, cap: int) -> list:
-    """A shape per vocabulary class and per large-batch class (module docstring, plan 1)."""
+def _dimension_shapes(rng, cap: int) -> tuple:
+    """A shape per vocabulary class and per large-batch class (module docstring, plan 1), and how
+    many of them, first, are the vocabulary classes'."""
     shapes = [(int(rng.choice(SMALL_BATCHES[:6])), v) for v in vocab_draws(rng).values()]
+    vocab_classes = len(shapes)
     for batch in batch_draws(rng).values():
         small = (1025, 33) if batch > 4096 else (4097, 1025, 33)        # past 4096 rows: cheap V
         fits = [v for v in small if batch * v <= cap] or [1]
@@ -224,7 +225,7 @@ def _dimension_shapes(rng, cap: int) -> list:
         knobs = layouts[j % 3]
         out.append(Shape(batch, v, pad=int(rng.choice(PADS)) if "pad" in knobs else 0,
                          offset=int(rng.choice(_OFFSETS)) if "offset" in knobs else 0))
-    return out
+    return out, vocab_classes
 
 
 def _stride(n: int, m: int) -> int:
