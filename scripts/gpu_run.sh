@@ -20,7 +20,7 @@
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
 #              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py;
-#              PROFILE_GATES (e.g. "user") limits the gates
+#              PROFILE_GATES picks others (names: identity user fused softmax verify tree)
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
 mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|reach|calibrate|profile|tune OUTDIR}"
@@ -138,14 +138,16 @@ profile)
     sort -t'|' -k2 -n -r "$out/importtime.txt" | head -n 25 >"$out/importtime_top.txt"
     python3 -c "import time; t=time.time(); import torch; a=time.time(); torch.zeros(1, device='cuda'); print(f'import torch {a-t:.2f} s, first CUDA tensor {time.time()-a:.2f} s')" | tee "$out/cuda_init.txt"
     cd "$scratch"
-    for g in "identity identity_top1" "user k.py:k1_only" "fused fused_triton"; do
+    for g in "identity identity_top1" "user k.py:k1_only" "fused fused_triton" "softmax softmax_topk" \
+             "verify torch_sampler --op verify" "tree target_only --op verify_tree"; do
         set -- $g
         [[ " ${PROFILE_GATES:-identity user fused} " == *" $1 "* ]] || continue
-        mkdir -p "$out/prof_$1"
-        step "prof_$1" 150 env EQUIV_PROF_DIR="$out/prof_$1" PYTHONPATH="$repo/scripts/profile" \
-             python3 -m equiv gate --candidate "$2" --device cuda --json "$out/prof_$1/gate.json"
-        python3 "$repo/scripts/profile/report.py" "$out/prof_$1" --top 45 >"$out/prof_$1.txt" 2>&1
-        rm -f "$out/prof_$1"/*.prof
+        name=$1; shift
+        mkdir -p "$out/prof_$name"
+        step "prof_$name" 150 env EQUIV_PROF_DIR="$out/prof_$name" PYTHONPATH="$repo/scripts/profile" \
+             python3 -m equiv gate --candidate "$@" --device cuda --json "$out/prof_$name/gate.json"
+        python3 "$repo/scripts/profile/report.py" "$out/prof_$name" --top 45 >"$out/prof_$name.txt" 2>&1
+        rm -f "$out/prof_$name"/*.prof
     done
     cd "$repo"
     ;;

@@ -60,3 +60,17 @@ def test_check_replays_a_recipe():
     bad = check("specinfer", "realistic:seed=1,batch=32,vocab=64,nodes=8,depth=3,fanout=3", op="verify_tree",
                 drafts="topk", k=1)
     assert bad.result.drafts == "topk"
+
+
+@pytest.mark.parametrize("op", ["verify", "verify_tree"])
+def test_a_verifier_that_exits_on_import_fails_load_without_a_traceback(op, tmp_path):
+    (tmp_path / "exits.py").write_text("import os\nos._exit(3)\n\ndef v(*args, **kwargs):\n    pass\n")
+    out = subprocess.run([sys.executable, "-m", "equiv", "gate", "--op", op, "--candidate", "exits.py:v",
+                          "--device", "cpu", "--json", "v.json"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    data = json.loads((tmp_path / "v.json").read_text())
+    assert [(c["name"], c["passed"]) for c in data["checks"]] == [("load", False)]
+    assert "exited with code 3" in data["checks"][0]["detail"]
+    assert {s["status"] for s in data["stages"].values()} == {"not run"}

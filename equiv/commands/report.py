@@ -6,7 +6,6 @@ import json
 from equiv.api import report
 from equiv.atomic import atomic_write
 from equiv.commands import DTYPES, add_device, add_op, add_seed, add_vocab, check_outputs, listed, one_of
-from equiv.mtp.report import html_section
 from equiv.validation import check_choice
 from equiv.errors import InvalidArgument
 from equiv.atomic import json_text
@@ -58,6 +57,8 @@ def run(args) -> int:
     check_outputs(out=args.out)
     fmt = check_choice("format", args.format, FORMATS)
     records = _read_mtp(args.mtp_json) if args.mtp_json else None    # a bad file: exit 2, before any work
+    from equiv.mtp.report import html_section    # here, not above: it loads scipy.stats, ~0.5-2 s of every command's start
+
     mtp = html_section(records) if records and fmt == "html" else None
     with args.console.progress("equiv report", unit="case") as bar:
         result = report(args.paths, op=args.op, dtypes=args.dtype, families=args.families, vocab=args.vocab,

@@ -31,8 +31,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.util import find_spec
 
 import numpy as np
@@ -125,41 +126,59 @@ class SuiteHandle:
         self._tmp = tempfile.TemporaryDirectory(prefix="equiv-gate-")
         self.report_path = os.path.join(self._tmp.name, "properties.json")
         cmd = [sys.executable, "-m", "pytest", *args, f"--equiv-report-json={self.report_path}"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     errors="replace", start_new_session=True,
+        # its output goes to a file, not a pipe: a pipe that nobody reads while the gate's other
+        # stages run would stop the suite at its first 64 KiB of output
+        self._out = open(os.path.join(self._tmp.name, "output.txt"), "w+", errors="replace")
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=environment(budget, storage=os.path.join(self._tmp.name, "hypothesis")))
         _LIVE.add(self.proc)
+        self.t_end = None                        # when it ended (a watcher sees it end; read later)
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        self.proc.wait()
+        self.t_end = time.perf_counter()
 
     def kill(self) -> None:
         """End the run now (its whole process group) and remove its files."""
         _kill_group(self.proc)
         _LIVE.discard(self.proc)
+        self._close()
+
+    def _close(self) -> None:
+        self._out.close()
         self._tmp.cleanup()
+
+    @property
+    def seconds(self) -> float:
+        """How long it ran: from its start to its end (to now, while it runs)."""
+        return (self.t_end or time.perf_counter()) - self.t0
 
     def wait(self) -> SuiteRun:
         """The finished run; the time-out counts from the start, an interrupt kills the group."""
         left = None if self.timeout is None else max(self.timeout - (time.perf_counter() - self.t0), 0.0)
         timed_out = False
         try:
-            out, _ = self.proc.communicate(timeout=left)
+            self.proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
             _kill_group(self.proc)
-            out, _ = self.proc.communicate()
             timed_out = True
         except BaseException:                    # an interrupt of the caller: no orphan left behind
             self.kill()
             raise
         finally:
             _LIVE.discard(self.proc)
+        ended = self.t_end or time.perf_counter()
         try:
             with open(self.report_path) as f:
                 report = json.load(f)
         except (OSError, ValueError):
             report = None
-        self._tmp.cleanup()
-        tail = "\n".join((out or "").strip().splitlines()[-15:])
+        self._out.seek(0)
+        tail = "\n".join(self._out.read().strip().splitlines()[-15:])
+        self._close()
         return SuiteRun(None if timed_out else self.proc.returncode, report, tail, self.repro, timed_out,
-                        time.perf_counter() - self.t0)
+                        ended - self.t0)
 
 
 def start_suite(options, *, timeout: float | None, select: str | None = None) -> SuiteHandle:
@@ -173,14 +192,81 @@ def run_suite(options, **kwargs) -> SuiteRun:
     return start_suite(options, **kwargs).wait()
 
 
-def start_properties(options, *, stage_timeout: float, select: str | None = None):
+class SuiteGroup:
+    """Shards of one suite run side by side (``start_properties``): read as one."""
+
+    def __init__(self, handles):
+        self.handles = list(handles)
+
+    @property
+    def seconds(self) -> float:
+        return max(h.seconds for h in self.handles)
+
+    def kill(self) -> None:
+        for h in self.handles:
+            h.kill()
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def start_properties(options, *, stage_timeout: float, select: str | None = None, shards=()):
     """Start the property suite under ``options`` in a subprocess (``equiv.run.suite``: the
-    caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it."""
-    return start_suite(options, timeout=stage_timeout, select=select)
+    caller's folder, shielded from its pytest config); ``property_checks(handle)`` reads it.
+    ``shards``: ``-k`` expressions that split the suite into parts run in processes of their
+    own, side by side, on a host of four cores or more (each part's start-up is paid again, so
+    on fewer cores the suite runs whole); together they must select every test once."""
+    if len(shards) < 2 or _cores() < 4:
+        return start_suite(options, timeout=stage_timeout, select=select)
+    return SuiteGroup(start_suite(options, timeout=stage_timeout,
+                                  select=f"({select}) and ({part})" if select else part) for part in shards)
+
+
+def start_gate_suite(target, stages, *, limit: float, timeout: float | None, select: str, **options):
+    """``(suite or None, stage time-out)`` for a gate of ``options["op"]``: the property suite on
+    ``target`` started now when ``stages`` asks for it (``target`` a spec; a callable is judged in
+    this process and the suite gets none). The stage's time-out is ``limit``, or four calls'
+    ``timeout`` and two minutes when that is longer."""
+    from equiv.options import RunOptions
+
+    stage_timeout = limit if timeout is None else max(limit, 4 * timeout + 120)
+    if "properties" not in stages:
+        return None, stage_timeout
+    run = RunOptions.make(target if not callable(target) else None, timeout=timeout, **options)
+    return start_properties(run, stage_timeout=stage_timeout, select=select), stage_timeout
+
+
+def verifier_stages(target, loaded, stages, statistics, *, limit: float, timeout: float | None, select: str,
+                    progress=None, **options) -> tuple[list[Check], list[Stage]]:
+    """A verifier gate's checks and stages: when the verifier did not load (``loaded``, its
+    abnormal outcome), one failed ``load`` check and every stage not run; else its property
+    suite started first (``start_gate_suite``) and ``statistics(name, checks so far)`` beside it
+    (``staged``)."""
+    if loaded is not None:
+        return ([Check("load", "load", False, f"the verifier {loaded.problem}", outcome=loaded.kind)],
+                [Stage(n, "not run", why="the verifier could not be loaded") for n in stages])
+    suite, stage_timeout = start_gate_suite(target, stages, limit=limit, timeout=timeout, select=select, **options)
+    return staged(stages, suite, stage_timeout, statistics, progress)
 
 
 def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
-    """Wait for the started suite and turn each of its tests into a check."""
+    """Wait for the started suite and turn each of its tests into a check (a ``SuiteGroup``'s
+    shards into one stage)."""
+    if isinstance(handle, SuiteGroup):
+        parts = [property_checks(h, stage_timeout) for h in handle.handles]
+        checks = [c for got, _ in parts for c in got]
+        ran = [st.ran or {} for _, st in parts]
+        merged = {"tests": sum(r.get("tests", 0) for r in ran),
+                  "skipped": [x for r in ran for x in r.get("skipped", [])],
+                  "examples": {k: v for r in ran for k, v in r.get("examples", {}).items()}}
+        merged["summary"] = (f"{sum(merged['examples'].values())} examples in {len(merged['examples'])} "
+                             f"properties" + (f"; {len(merged['skipped'])} skipped" if merged["skipped"] else "")
+                             + f" ({len(parts)} processes side by side)")
+        if not checks:
+            return [], Stage("properties", "not applicable", why="every property test was skipped: "
+                             + "; ".join(merged["skipped"][:3]), ran=merged)
+        return checks, stage_of("properties", checks, merged)
     run = handle.wait()
     repro, tail = run.repro, run.output_tail
     if run.timed_out:
@@ -226,6 +312,35 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
         return [], Stage("properties", "not applicable", why="every property test was skipped: "
                          + "; ".join(skipped[:3]), ran=ran)
     return checks, stage_of("properties", checks, ran)
+
+
+def staged(stages, suite, stage_timeout: float, run, progress=None) -> tuple[list[Check], list[Stage]]:
+    """The checks and stages of ``stages`` (in the order asked), with the property suite ``suite``
+    (started by the caller before anything else, or None) running beside the others: each other
+    stage is ``run(name, checks so far)`` -> ``(checks, Stage)`` in this process, in the order
+    asked, and the suite is read last, so a gate's time is the longer of the two, not their sum.
+    A stage's seconds are its own wall time (the suite's from its start to its end, not to when it
+    was read); an exception or an interrupt kills the suite before it goes on."""
+    order = [n for n in stages if n != "properties"] + (["properties"] if suite is not None else [])
+    by_name, so_far = {}, []
+    try:
+        for i, name in enumerate(order):
+            if progress:
+                progress(i, len(stages), name)
+            t0 = time.perf_counter()
+            if name == "properties":
+                got, st, seconds = *property_checks(suite, stage_timeout), suite.seconds
+                suite = None
+            else:
+                got, st = run(name, list(so_far))
+                seconds = time.perf_counter() - t0
+            so_far += got
+            by_name[name] = (got, replace(st, seconds=round(seconds, 3)))
+    finally:
+        if suite is not None:
+            suite.kill()
+    names = [n for n in stages if n in by_name]
+    return [c for n in names for c in by_name[n][0]], [by_name[n][1] for n in names]
 
 
 def _raw_input(record):

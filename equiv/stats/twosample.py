@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 from equiv.errors import InvalidArgument
 
@@ -65,6 +64,8 @@ def _homogeneity(x, y):
     table = np.stack([ca, cb]).astype(np.float64)
     expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
     chi2 = float(((table - expected) ** 2 / expected).sum())
+    from scipy import stats          # here: importing scipy.stats costs every command ~0.5-2 s of start
+
     return float(stats.chi2.sf(chi2, len(ca) - 1))
 
 

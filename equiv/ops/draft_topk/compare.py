@@ -29,7 +29,7 @@ what was allowed)
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -362,22 +362,30 @@ def _baseline_rel_err(logits, k, ref, tol) -> float:
     return float(np.nanmax(rel))
 
 
-def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression):
+def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done=None):
     """What ``compare`` needs besides the candidate's answer, computed while it runs: the
     tolerance, the judged rows, the float64 reference and the baseline's error (``_baseline``).
     The candidate never sees ``logits`` (its input is built from a description), so the
     reference reads them as they are. An exception of the reference is kept in its place and
-    raised where the reference is first used (after a failed contract: not at all)."""
+    raised where the reference is first used (after a failed contract: not at all). ``done``:
+    ``(judged rows, reference without its rows)`` computed elsewhere from the same values
+    (``ahead.prepare``)."""
     from equiv.ops.draft_topk.coverage import judged_rows
 
     x = np.ascontiguousarray(_to_numpy(logits))   # padded rows: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
     batch, vocab = logits.shape
-    judged = judged_rows(batch, vocab, rows=rows, seed=getattr(recipe, "seed", None) or 0)
-    try:
-        ref = reference.softmax_topk(x if judged.size == batch else x[judged], k)
-    except Exception as exc:                     # noqa: BLE001 - raised where it is used
-        return tol, judged, exc, None
+    if done is not None:
+        judged, ref = done
+        if isinstance(ref, Exception):
+            return tol, judged, ref, None
+        ref = replace(ref, rows=x if judged.size == batch else x[judged])
+    else:
+        judged = judged_rows(batch, vocab, rows=rows, seed=getattr(recipe, "seed", None) or 0)
+        try:
+            ref = reference.softmax_topk(x if judged.size == batch else x[judged], k)
+        except Exception as exc:                 # noqa: BLE001 - raised where it is used
+            return tol, judged, exc, None
     base = None
     if regression:
         own = runner.candidate
@@ -422,7 +430,7 @@ def _repro(name: str, k: int, recipe, device: str, context=None) -> str:
 def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recipe=None,
             name: str | None = None, regression: bool = True,
             timeout: float | None = None, device: str | None = None, rows=None,
-            context: str | None = None) -> ComparisonResult:
+            context: str | None = None, prepared=None) -> ComparisonResult:
     """Judge ``fn(logits, k)`` against the float64 reference; see the module docstring.
 
     ``fn`` is a callable (called in this process), a built-in path name or a candidate spec (a
@@ -436,7 +444,10 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     row indices); the sample is drawn with the recipe's seed.
     ``context``: the calling context of the call (``equiv.run.context``: grad, no_grad,
     inference_mode, thread, side_stream), applied where the candidate runs; None: the caller's
-    (the worker's main thread, grad enabled). A failure names it, and its REPRO passes it on."""
+    (the worker's main thread, grad enabled). A failure names it, and its REPRO passes it on.
+    ``prepared``: the recipe's ``(host values, judged rows, reference)`` computed ahead in
+    another process (``equiv.ops.draft_topk.ahead``; the default rows only), used in place of
+    this process's own build and reference: the same functions, the same bits."""
     from equiv.validation import check_int, check_logits
 
     from equiv.ops.draft_topk.recipes import Recipe
@@ -451,13 +462,19 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
         logits = check_logits(logits)            # a [B, V] float tensor, or one-line InvalidArgument
         inputs, device = Raw.of(logits), str(logits.device)
     runner = runner_for(fn, device, timeout)
+    done = None
+    if prepared is not None and logits is None and rows is None:
+        from equiv.ops.draft_topk.recipes import keep
+
+        keep(inputs, prepared[0])                # this process's builds (an in-process call's too) read it
+        done = prepared[1:]
     # The call goes out first: a worker builds its input and runs the candidate while this
     # process builds its own copy and computes the reference (an in-process call waits).
     pending = runner.submit(inputs, k, timeout=timeout, context=context)
     try:
         if logits is None:
             logits = inputs.build("cpu")
-        early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression)
+        early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done)
     except BaseException:
         pending.result()                         # no reply may be left unread
         raise

@@ -16,7 +16,9 @@ Plan
    properties' overlap the others'.
 3. ``tolerance``: ``equiv.ops.draft_topk.compare`` on every input family x dtype x k asked at V = 129280, the
    worker building each recipe on the device; at the end of the stage the inputs are checked once
-   more (a late write from a thread or a stream).
+   more (a late write from a thread or a stream). On a host of more than three cores this
+   process's own share of each recipe (its values, its float64 reference) is done ahead in a
+   pool of processes (``ahead.py``): the same bits, the host's cores instead of one.
 4. ``mtp``: the speculative-decoding harness as a probe in the candidate's worker, candidate
    against ``softmax_topk`` on the same seeds: greedy, target-only and confidence chains at
    k = 1, tree drafting at each k > 1 asked. Nothing calls the candidate at a k not asked.
@@ -28,7 +30,6 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -40,10 +41,11 @@ from equiv.ops.draft_topk.diagnose.attach import for_gate
 from equiv.ops.draft_topk.history import gate_coverage
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.ops.draft_topk import ksupport, space
+from equiv.ops.draft_topk.ahead import Ahead
 from equiv.ops.draft_topk.space import table_lines
 from equiv.options import AUTO_KS, DEFAULT_VOCAB
 from equiv.run import load_check, runner_for
-from equiv.run.suite import property_checks, start_properties
+from equiv.run.suite import staged, start_properties
 from equiv.validation import check_int
 from equiv.verdict import GateResult, finish_stages
 
@@ -56,11 +58,14 @@ BUDGETS = {
              "properties_timeout": 3600, "shape_elements": 2 ** 28},
 }
 STAGES = ("properties", "tolerance", "mtp")
+# the property suite in two processes side by side on a host of four cores or more
+# (``equiv.run.suite.start_properties``): the call-history and equivalence properties, the rest
+SUITE_SHARDS = ("test_call_history or test_equivalence", "not (test_call_history or test_equivalence)")
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
                      vocab: int, timeout: float | None, plan=None, thin_ks=(), context="drawn",
-                     k_note: str = "") -> tuple[list[Check], Stage]:
+                     k_note: str = "", ahead=None) -> tuple[list[Check], Stage]:
     """``compare`` on every input family x dtype x k; the first failing recipe is the
     counterexample. The worker builds each recipe on the device, and calls the candidate in the
     calling context dealt to that recipe (``space.context_draws``: every context the device offers
@@ -68,7 +73,8 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
 
     ``plan`` (an ``equiv.ops.draft_topk.coverage.TolerancePlan``) gives each check its shapes; without one,
     every check runs ``[batch, vocab]``. A k in ``thin_ks`` (the k values the default ``--k``
-    adds to k = 1) gets one shape of each check's plan, a different one per k."""
+    adds to k = 1) gets one shape of each check's plan, a different one per k. ``ahead``: a pool
+    of ``ahead.Ahead`` started earlier (one is started here otherwise); it is closed at the end."""
 
     runner = runner_for(spec, device, timeout)
     checks, shapes, calls0, seen, used = [], set(), runner.calls, [], []
@@ -86,7 +92,40 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     dealt = space.context_draws(np.random.default_rng([seed, 0xC7]), device, sum(len(t[-1]) for t in todo))
     if context != "drawn":
         dealt = [context] * len(dealt)
-    n_call = 0
+
+    def recipe_of(s, shape, k, dtype, family):
+        return Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
+                      dtype=dtype, pad=shape.pad, offset=shape.offset)
+
+    with (ahead or Ahead()).plan([(recipe_of(s, shape, k, dtype, family), k) for k, dtype, family, _, runs in todo
+                                  for s, shape in runs]) as ahead:
+        checks += _tolerance_runs(spec, todo, runner, ahead, recipe_of, dealt, ks=ks, device=device,
+                                  timeout=timeout, seen=seen, used=used, shapes=shapes)
+
+    late = runner.settle()
+    if late is not None:
+        checks.append(Check("tolerance", "tolerance:late-write", False, f"the candidate {late}"))
+    bs = sorted({b for b, _, _ in shapes})
+    vs = sorted({v for _, v, _ in shapes})
+    padded = sum(1 for _, _, p in shapes if p)
+    per_context = {c: used.count(c) for c in dict.fromkeys(used)}
+    ran = {"calls": runner.calls - calls0, "device": str(device), "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
+           "contexts": per_context, "coverage": space.reach(seen, used),
+           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
+                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
+                      f"k={','.join(map(str, ks))}" + (f" (k={','.join(map(str, thin_ks))}: one shape per check)"
+                                                       if thin_ks else "")
+                      + (f" [{k_note}]" if k_note else "") + "; contexts "
+                      + ", ".join(f"{c} {n}" for c, n in per_context.items())}
+    return checks, stage_of("tolerance", checks, ran)
+
+
+def _tolerance_runs(spec, todo, runner, ahead, recipe_of, dealt, *, ks, device, timeout, seen, used,
+                    shapes) -> list[Check]:
+    """The checks of ``tolerance_checks``' plan ``todo``, one per (k, dtype, family): its recipes
+    in order, each called in the context ``dealt`` to it, up to the first failing one; what ran
+    is added to ``seen``, ``used`` and ``shapes``."""
+    checks, n_call = [], 0
     for k, dtype, family, planned, runs in todo:
         name = f"tolerance:{family}:{dtype}" + (f":k{k}" if len(ks) > 1 else "")
         if getattr(runner, "stopped", None):
@@ -99,12 +138,12 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
         for s, shape in runs:
             ctx = dealt[n_call]
             n_call += 1
-            recipe = Recipe(family=family, seed=s, batch=shape.batch, vocab=max(shape.vocab, k),
-                            dtype=dtype, pad=shape.pad, offset=shape.offset)
+            recipe = recipe_of(s, shape, k, dtype, family)
             shapes.add((recipe.batch, recipe.vocab, recipe.pad))
             seen.append(recipe)
             used.append(ctx)
-            res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device, context=ctx)
+            res = compare(spec, recipe, k=k, name=spec, timeout=timeout, device=device, context=ctx,
+                          prepared=ahead.take(recipe, k))
             if not res.passed:
                 worst = res
                 break
@@ -122,22 +161,7 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                             parts=tuple(c.name for c in worst.failed_checks),
                             cause=worst.contract_cause,
                             evidence={"k": k, "context": worst.context}))
-    late = runner.settle()
-    if late is not None:
-        checks.append(Check("tolerance", "tolerance:late-write", False, f"the candidate {late}"))
-    bs = sorted({b for b, _, _ in shapes})
-    vs = sorted({v for _, v, _ in shapes})
-    padded = sum(1 for _, _, p in shapes if p)
-    per_context = {c: used.count(c) for c in dict.fromkeys(used)}
-    ran = {"calls": runner.calls - calls0, "device": str(device), "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
-           "contexts": per_context, "coverage": space.reach(seen, used),
-           "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
-                      f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
-                      f"k={','.join(map(str, ks))}" + (f" (k={','.join(map(str, thin_ks))}: one shape per check)"
-                                                       if thin_ks else "")
-                      + (f" [{k_note}]" if k_note else "") + "; contexts "
-                      + ", ".join(f"{c} {n}" for c, n in per_context.items())}
-    return checks, stage_of("tolerance", checks, ran)
+    return checks
 
 
 def _span(values) -> str:
@@ -158,13 +182,15 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     stage_timeout = plan["properties_timeout"] if timeout is None else max(
         plan["properties_timeout"], 4 * timeout + 120)
     # the suite first (module docstring, step 2): the device is resolved after, the same way there
-    suite = None
+    suite = ahead = None
     if "properties" in stages:
-        suite = start_properties(options, stage_timeout=stage_timeout)
+        suite = start_properties(options, stage_timeout=stage_timeout, shards=SUITE_SHARDS)
     checks: list[Check] = []
     done: list[Stage] = []
     load = None
     try:
+        if "tolerance" in stages:
+            ahead = Ahead()                      # its processes start while the candidate loads
         device = resolve_device(options.device)  # 'cuda' with no GPU -> exit 2
         runner = runner_for(spec, device, timeout)
         load = load_check(spec, device, timeout)   # an import that raises -> exit 2
@@ -184,34 +210,28 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                                         f"the candidate {support.problem} (when called at k = "
                                         f"{', '.join(map(str, AUTO_KS))} to see which k it accepts)",
                                         outcome=support.kind))
-            by_name = {}
-            order = [n for n in stages if n != "properties"] + (["properties"] if suite else [])
-            for n, name in enumerate(order):
-                if progress:
-                    progress(n, len(stages), name)
-                t_stage = suite.t0 if name == "properties" else time.perf_counter()
-                if name == "properties":
-                    got, st = property_checks(suite, stage_timeout)
-                    suite = None
-                elif name == "tolerance":
+
+            def run(name, _earlier):
+                if name == "tolerance":
                     shape_plan = tolerance_plan(FAMILIES, dtypes, seed=seed, vocab=vocab,
                                                 max_shape_elements=plan["shape_elements"],
                                                 huge=reaches_huge(device, budget))
-                    got, st = tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
-                                               seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
-                                               plan=shape_plan, thin_ks=thin, context=options.option("context"),
-                                               k_note=k_note)
-                else:
-                    got, st = (feature_stages or {})[name](spec, ks=ks, device=device, seed=seed, vocab=vocab,
-                                                           timeout=timeout, stage_timeout=plan["mtp_timeout"],
-                                                           context=options.option("context"))
-                by_name[name] = (got, replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
-            for name in stages:                  # checks and stages in the order asked
-                checks += by_name[name][0]
-                done.append(by_name[name][1])
+                    return tolerance_checks(spec, ks=ks, device=device, dtypes=dtypes, batch=plan["batch"],
+                                            seeds=plan["seeds"], seed=seed, vocab=vocab, timeout=timeout,
+                                            plan=shape_plan, thin_ks=thin, context=options.option("context"),
+                                            k_note=k_note, ahead=ahead)
+                return (feature_stages or {})[name](spec, ks=ks, device=device, seed=seed, vocab=vocab,
+                                                    timeout=timeout, stage_timeout=plan["mtp_timeout"],
+                                                    context=options.option("context"))
+
+            started, suite = suite, None         # staged reads it, or kills it on the way out
+            got, done = staged(stages, started, stage_timeout, run, progress)
+            checks += got
     finally:
         if suite is not None:                    # a failed load, an exception or an interrupt
             suite.kill()
+        if ahead is not None:
+            ahead.close()
     if progress and load is None:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)

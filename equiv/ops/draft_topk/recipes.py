@@ -232,6 +232,14 @@ def build(r: Recipe, device="cpu"):
     return out.clone() if r in _LAST and out.data_ptr() == x.data_ptr() else out   # not the kept one
 
 
+def keep(r: Recipe, host) -> None:
+    """Make ``host`` (the recipe's host values, built elsewhere: ``ahead.prepare``) the kept ones,
+    so that ``build`` reads them instead of drawing them again."""
+    _LAST.clear()
+    if host.numel() <= CACHED_ELEMENTS:
+        _LAST[r] = host
+
+
 def _host_values(r: Recipe):
     """The recipe's ``[batch, vocab]`` values on the host, contiguous (``build`` pads them)."""
     import torch

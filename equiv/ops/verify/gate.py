@@ -4,10 +4,12 @@ Plan
 ----
 1. Load the verifier (an unloadable spec is a usage error, exit 2, before any work).
 2. ``properties``: the exact verify properties of ``properties/test_verify.py`` through pytest in
-   a subprocess (``--equiv-op verify``), as the draft gate runs its suite: Hypothesis-drawn
+   a subprocess (``--equiv-op verify``), as the draft gate runs its suite (started first, it runs
+   beside the statistics and is read last: ``equiv.run.suite.staged``): Hypothesis-drawn
    recipes (shrunk on failure) and the fixed contract plan (``plans.contract_cases``: every
    family x draft kind, n from 1 to 8, V from 1 to 129280, padded rows). One gate check per test.
-3. ``statistics``: the statistical plan of the budget through the judge, in this process, under
+3. ``statistics``: the statistical plan of the budget through the judge, in this process (each
+   case judged in a thread beside the next case's calls, ``judge.run_judge``), under
    ``law`` (``lossless`` by default, or ``token``: judge.py): the exact checks (contract, support,
    greedy) again on its large batches, then the statistical ones at the family-wise alpha of
    ``judge.FAMILY_ALPHA``; one gate check per judge check. The stage's ``ran`` holds the law, the
@@ -24,6 +26,7 @@ The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--j
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
@@ -70,6 +73,16 @@ def _ran(verdict) -> dict:
                        f"{verdict.rows} rows{line}"}
 
 
+def _coverage(budget, seed, law, device, stages) -> dict:
+    """``space.reach`` of the cases that ``stages`` run (the contract plan for the properties)."""
+    from equiv.ops.verify.plans import plan
+    from equiv.ops.verify.space import reach
+
+    covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
+                                             if st in stages), law=law, device=device)
+    return reach(covered) if covered else {}
+
+
 def _load(spec, device: str, timeout: float):
     """``(target, name, abnormal outcome or None)``: the verifier (a ``CandidateSpec``; a string
     or a callable is parsed) loaded where it will run (a user's in its worker); an unloadable
@@ -87,14 +100,13 @@ def _load(spec, device: str, timeout: float):
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                     timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import Check, Stage, stage_of, with_call_defects
+    from equiv.checks import stage_of, with_call_defects
     from equiv.devices import resolve_device
-    from equiv.run.suite import property_checks, start_properties
+    from equiv.run.suite import verifier_stages
     from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify.judge import LAWS, run_judge
     from equiv.ops.verify.plans import BUDGETS, plan
-    from equiv.ops.verify.space import reach, table_lines
-    from equiv.options import RunOptions
+    from equiv.ops.verify.space import table_lines
     from equiv.run.timeouts import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
@@ -105,41 +117,30 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     device = resolve_device(device)
     target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
-    checks, done, calls, diagnosis = [], [], 0, None
-    if loaded is not None:
-        checks.append(Check("load", "load", False, f"the verifier {loaded.problem}"))
-        done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
-    for n, name in enumerate(stages if loaded is None else ()):
-        if progress:
-            progress(n, len(stages), name)
+    calls, diagnosis = 0, None
+    def statistics(name, _earlier):
+        nonlocal calls, diagnosis
+        again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
+                 f"--seed {seed} --device {device}" + (" --law token" if law == "token" else ""))
         t_stage = time.perf_counter()
-        if name == "properties":
-            stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
-                _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
-            options = RunOptions.make(target if not callable(target) else None, op="verify",
-                                      device=device, budget=budget, seed=seed, timeout=timeout, law=law)
-            suite = start_properties(options, stage_timeout=stage_timeout, select="not verify_statistics")
-            got, st = property_checks(suite, stage_timeout)
-        elif any("did not return within" in c.detail for c in checks):
-            got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
-        else:
-            again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
-                     f"--seed {seed} --device {device}" + (" --law token" if law == "token" else ""))
-            verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law, device=device),
-                                device=device, spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
-            calls += verdict.calls
-            diagnosis = _diagnose(target, verdict, budget, seed, device, spec, timeout) if not verdict.passed else None
-            got = _gate_checks("statistics", verdict, time.perf_counter() - t0)
-            st = stage_of("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
-        checks += got
-        done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+        verdict = run_judge(target, plan(budget, seed, parts=("statistics",), law=law, device=device),
+                            device=device, spec=spec, seed=seed, timeout=timeout, repro=again, law=law)
+        calls += verdict.calls
+        diagnosis = _diagnose(target, verdict, budget, seed, device, spec, timeout) if not verdict.passed else None
+        got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
+        return got, stage_of("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
+
+    with ThreadPoolExecutor(1) as beside:        # the coverage table of the stages asked, meanwhile
+        early = beside.submit(_coverage, budget, seed, law, device, set(stages))
+        # the suite first, beside the judge; a verifier that did not load fails ``load``
+        checks, done = verifier_stages(target, loaded, stages, statistics, limit=_PROPERTY_TIMEOUT[budget],
+                                       timeout=timeout, select="not verify_statistics", progress=progress, op="verify",
+                                       device=device, budget=budget, seed=seed, law=law)
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
     ran = {st.name for st in done if st.status in ("pass", "FAIL")}
-    covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
-                                             if st in ran), law=law, device=device)
-    coverage = reach(covered) if covered else {}
+    coverage = early.result() if ran == set(stages) else _coverage(budget, seed, law, device, ran)
     return GateResult(candidate=spec, passed=passed,
                       checks=tuple(checks), k=(), device=device, dtypes=("float32",), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done, calls=calls,

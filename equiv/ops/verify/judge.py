@@ -51,7 +51,8 @@ the token law's (lossless.py). The measured false-positive rate and power are in
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -274,12 +275,16 @@ def _binned_checks(found, stats, name, repro, share) -> Check | None:
                                         f"a chi-square needs")
     floor = TVD_FLOOR if found.law == "token" else LOSSLESS_TVD_FLOOR
     groups = np.concatenate(stats["groups"])
-    fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA * share["pit"], tvd_floor=floor, bins=PIT_BINS)
-    ranks = rank_fit(np.concatenate(stats["cells"]), np.concatenate(stats["expected"]), groups,
-                     alpha=FAMILY_ALPHA * share["rank"], floor=floor)
-    scores = score_tests({k: tuple(np.concatenate([s[k][i] for s in stats["scores"]]) for i in range(3))
-                          for k in stats["scores"][0]}, groups, FAMILY_ALPHA * share["score"]) \
-        if "score" in share and stats["scores"] else []
+    with ThreadPoolExecutor(3) as pool:         # three independent tests, mostly in NumPy
+        fit = pool.submit(sampling_fit, u, groups, alpha=FAMILY_ALPHA * share["pit"], tvd_floor=floor,
+                          bins=PIT_BINS)
+        ranks = pool.submit(rank_fit, np.concatenate(stats["cells"]), np.concatenate(stats["expected"]),
+                            groups, alpha=FAMILY_ALPHA * share["rank"], floor=floor)
+        scores = pool.submit(score_tests, {k: tuple(np.concatenate([s[k][i] for s in stats["scores"]])
+                                                    for i in range(3)) for k in stats["scores"][0]},
+                             groups, FAMILY_ALPHA * share["score"]) \
+            if "score" in share and stats["scores"] else None
+        fit, ranks, scores = fit.result(), ranks.result(), scores.result() if scores else []
     effect = f"binned TVD {{:.4f}} > floor {floor}"
     failed = [(t.group, t.n, f"chi-square {t.chi2:.1f} over {t.bins} PIT bins", t.p_value,
                effect.format(t.tvd), len(fit.tests), share["pit"]) for t in fit.tests if t.failed]
@@ -386,29 +391,56 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
     lines. ``repro`` is the REPRO of the statistical checks, which pool every case (default: the
     line of the case that the failing test's group points to, exact when there is one case)."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
+    judging = _Judging(spec, device, seed, law)
     drawn = []
-    for i, case in enumerate(cases):
-        drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
-        if progress:
-            progress(i + 1, len(cases), str(case.recipe))
-        if drawn[-1].problem and "did not return" in drawn[-1].problem:
-            break                                            # a hang: the rest would hang too
-    return judge_draws(cases, drawn, spec=spec, device=device, seed=seed, repro=repro, law=law)
+    # each case is judged in one other thread, in order, while the next one is drawn
+    with ThreadPoolExecutor(1) as beside:
+        judged_cases = []
+        for i, case in enumerate(cases):
+            drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
+            judged_cases.append(beside.submit(judging.add, case, drawn[-1]))
+            if progress:
+                progress(i + 1, len(cases), str(case.recipe))
+            if drawn[-1].problem and "did not return" in drawn[-1].problem:
+                break                                        # a hang: the rest would hang too
+        for f in judged_cases:
+            f.result()                                       # an exception of the judge goes on
+    return judging.verdict(cases, drawn, repro)
 
 
 def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: str | None = None,
                 law: str = "lossless") -> Verdict:
     """The verdict under ``law`` on the outputs ``drawn[i]`` of ``cases[i]`` (cases past the end of
     ``drawn`` were not run)."""
-    from equiv.validation import check_choice
-
-    law = check_choice("law", law, LAWS)
-    found = _Findings(spec, device, law)
-    stats = {"acceptance": [], "u": [], "groups": [], "cells": [], "expected": [], "cases": [],
-             "tail": {}, "joint": {}, "efficiency": [], "scores": []}
-    rng = np.random.default_rng([seed, _PIT_SALT])
+    judging = _Judging(spec, device, seed, law)
     for case, draws in zip(cases, drawn):
-        _judge_case(case, draws, found, stats, rng)
+        judging.add(case, draws)
+    return judging.verdict(cases, drawn, repro)
+
+
+class _Judging:
+    """One verdict in the making: each case's outputs judged as they come (``add``, in the order
+    of the cases), then the pooled tests (``verdict``)."""
+
+    def __init__(self, spec: str, device: str, seed: int, law: str):
+        from equiv.validation import check_choice
+
+        self.law = check_choice("law", law, LAWS)
+        self.spec, self.device, self.seed = spec, device, seed
+        self.found = _Findings(spec, device, self.law)
+        self.stats = {"acceptance": [], "u": [], "groups": [], "cells": [], "expected": [], "cases": [],
+                      "tail": {}, "joint": {}, "efficiency": [], "scores": []}
+        self.rng = np.random.default_rng([seed, _PIT_SALT])
+
+    def add(self, case, draws) -> None:
+        _judge_case(case, draws, self.found, self.stats, self.rng)
+
+    def verdict(self, cases, drawn, repro) -> Verdict:
+        return _verdict(cases, drawn, self.found, self.stats, spec=self.spec, device=self.device,
+                        seed=self.seed, repro=repro, law=self.law)
+
+
+def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> Verdict:
     checks = _statistical_checks(found, stats, repro)
     ran_detail = {
         "contract": f"{found.ran['contract']} recipes: tensor int64 [B, n+1] on the device, -1 layout, "

@@ -8,7 +8,8 @@ Plan
    attribute ``targets = "onehot"`` (its statistical plan then uses one-hot targets only).
 2. ``properties``: the exact properties of ``properties/test_verify_tree.py`` through pytest in a
    subprocess (``--equiv-op verify_tree``): Hypothesis-drawn recipes and the fixed contract plan
-   (plans.py), one gate check per test.
+   (plans.py), one gate check per test. Started first, it runs beside the statistics and is
+   read last (``equiv.run.suite.staged``).
 3. ``statistics``: the statistical plan of the budget for each declared construction, and the
    independence cases (independence.py: rows of one tree, two generator seeds), through the
    judge (judge.py), in this process; one gate check per judge check. The stage's ``ran`` holds the
@@ -73,16 +74,15 @@ def _ran(verdict, targets) -> dict:
 def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                   timeout=DEFAULT_TIMEOUT_S, stages=STAGES, progress=None, drafts=None):
     """Run the verify_tree gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import Check, Stage, stage_of, with_call_defects
+    from equiv.checks import stage_of, with_call_defects
     from equiv.devices import resolve_device
-    from equiv.run.suite import property_checks, start_properties
+    from equiv.run.suite import verifier_stages
     from equiv.verdict import GateResult, finish_stages
     from equiv.ops.verify_tree.calls import declaration
     from equiv.ops.verify_tree.defects import diagnose
     from equiv.ops.verify_tree.independence import independence_cases
     from equiv.ops.verify_tree.judge import run_judge
     from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
-    from equiv.options import RunOptions
     from equiv.run.timeouts import parse_timeout
 
     budget = check_choice("budget", budget, BUDGETS)
@@ -94,38 +94,28 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     device = resolve_device(device)
     target, text, loaded = _load(spec, device, timeout)
     t0 = time.perf_counter()
-    checks, done, calls, diagnosis = [], [], 0, None
+    calls, diagnosis = 0, None
     declared = declaration(target, device=device, timeout=timeout) if loaded is None else {}
     drafts = resolve_drafts(drafts, declared)
     targets = declared.get("targets") or "any"
-    if loaded is not None:
-        checks.append(Check("load", False, f"the verifier {loaded.problem}"))
-        done = [Stage(n, "not run", why="the verifier could not be loaded") for n in stages]
-    for n, name in enumerate(stages if loaded is None else ()):
-        if progress:
-            progress(n, len(stages), name)
+
+    def statistics(name, _earlier):
+        nonlocal calls, diagnosis
+        again = (f"REPRO: equiv gate --op verify_tree --candidate {text} --stages statistics --budget {budget} "
+                 f"--seed {seed} --device {device} --drafts {drafts}")
         t_stage = time.perf_counter()
-        if name == "properties":
-            stage_timeout = _PROPERTY_TIMEOUT[budget] if timeout is None else max(
-                _PROPERTY_TIMEOUT[budget], 4 * timeout + 120)
-            options = RunOptions.make(target if not callable(target) else None, op="verify_tree",
-                                      device=device, budget=budget, seed=seed, timeout=timeout, drafts=drafts)
-            suite = start_properties(options, stage_timeout=stage_timeout, select="not verify_tree_statistics")
-            got, st = property_checks(suite, stage_timeout)
-        elif any("did not return within" in c.detail for c in checks):
-            got, st = [], Stage(name, "not run", why="the verifier hung in an earlier stage")
-        else:
-            again = (f"REPRO: equiv gate --op verify_tree --candidate {text} --stages statistics --budget {budget} "
-                     f"--seed {seed} --device {device} --drafts {drafts}")
-            cases = statistical_cases(budget, drafts, seed, targets) + independence_cases(drafts, seed, targets)
-            verdict = run_judge(target, cases, device=device,
-                                drafts=drafts, spec=text, seed=seed, timeout=timeout, repro=again)
-            calls += verdict.calls
-            diagnosis = diagnose(verdict) if not verdict.passed else None
-            got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
-            st = stage_of("statistics", got, _ran(verdict, targets), why=" | ".join(verdict.notes))
-        checks += got
-        done.append(replace(st, seconds=round(time.perf_counter() - t_stage, 3)))
+        cases = statistical_cases(budget, drafts, seed, targets) + independence_cases(drafts, seed, targets)
+        verdict = run_judge(target, cases, device=device,
+                            drafts=drafts, spec=text, seed=seed, timeout=timeout, repro=again)
+        calls += verdict.calls
+        diagnosis = diagnose(verdict) if not verdict.passed else None
+        got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
+        return got, stage_of("statistics", got, _ran(verdict, targets), why=" | ".join(verdict.notes))
+
+    # the suite first, beside the judge; a verifier that did not load fails ``load``
+    checks, done = verifier_stages(target, loaded, stages, statistics, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
+                                   select="not verify_tree_statistics", progress=progress, op="verify_tree",
+                                   device=device, budget=budget, seed=seed, drafts=drafts)
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)

@@ -1,0 +1,168 @@
+"""The tolerance stage's host work, done ahead in other processes: each recipe's values and its
+float64 reference, while this process calls the candidate and judges the recipes before it.
+
+Plan
+----
+- Why: on a host with a fast device the stage is host-bound. Building a recipe's values (NumPy
+  normals, then the family's edits) and the reference's row-by-row work cost ~20 s of one core
+  over the quick plan, the candidate's calls a few. Both are the same pure functions of the
+  recipe (``recipes._host_values``, ``reference.softmax_topk`` on ``coverage.judged_rows``), so
+  they can run anywhere, in any order, and give the same bits.
+- How: ``Ahead(jobs)`` keeps up to ``2 x workers`` of the stage's ``(recipe, k)`` jobs, in the
+  order the stage asks for them, in a pool of spawned processes (fork is unsafe once CUDA is up;
+  every process is started at once, with this process's ``__main__`` hidden from them, so that
+  a caller's script without a ``__main__`` guard is not run again in each). ``take(recipe, k)``
+  gives ``(host values, judged rows, reference)`` once the workers are up (it waits for that
+  job), and None before (the caller computes it, as it always could: the pool's start-up never
+  holds the stage up). A job the stage skips (a family stops at its first failing recipe) is
+  dropped when a later one is taken.
+  The reference travels without its rows (``rows=None``): the caller reads them from the values,
+  as it would have.
+- Any failure of the pool (a worker killed, a result that does not unpickle) makes ``take`` give
+  None from then on: the stage goes on in this process, never with a different verdict.
+- Workers: ``EQUIV_HOST_WORKERS`` if set (0: none), else the cores this process may use less two
+  (the property suite and this process), at most 8; none on a host of three cores or fewer
+  (CI's two: the pool would only take cores from the suite).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import replace
+
+MAX_WORKERS = 8
+
+
+def workers() -> int:
+    """How many processes do the host work ahead (module docstring)."""
+    env = os.environ.get("EQUIV_HOST_WORKERS", "").strip()
+    if env:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            return 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 0 if cores <= 3 else min(MAX_WORKERS, cores - 2)
+
+
+def _init(ready) -> None:
+    import torch
+
+    from equiv.ops.draft_topk import recipes   # noqa: F401 - imported before the first job, not in it
+
+    torch.set_num_threads(2)                     # many workers: each keeps to a little of the host
+    ready.set()
+
+
+@contextmanager
+def _no_main():
+    """``__main__`` hidden while processes are spawned: a spawned process imports the parent's
+    main script (``python script.py``) before its first job, and a script with no
+    ``if __name__ == "__main__"`` guard would run again there."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def prepare(recipe, k: int):
+    """``(host values, judged rows, reference without its rows)`` of one job (a worker's work);
+    the reference is the exception it raised, if it raised one."""
+    import numpy as np
+
+    from equiv import reference
+    from equiv.ops.draft_topk.coverage import judged_rows
+    from equiv.ops.draft_topk.recipes import _host_values
+
+    host = _host_values(recipe)
+    x = host.float().numpy() if host.dtype.itemsize < 4 else host.numpy()
+    batch, vocab = x.shape
+    judged = judged_rows(batch, vocab, seed=recipe.seed or 0)
+    try:
+        ref = reference.softmax_topk(x if judged.size == batch else np.ascontiguousarray(x[judged]), k)
+        ref = replace(ref, rows=None)
+    except Exception as exc:                     # noqa: BLE001 - raised where it is used, as in compare
+        ref = exc
+    return host, judged, ref
+
+
+class Ahead:
+    """The pool and its window of jobs (module docstring). A context manager; with no workers
+    it does nothing and ``take`` gives None."""
+
+    def __init__(self, jobs=(), n_workers: int | None = None):
+        self._jobs = list(jobs)
+        self._next = 0
+        self._futures: OrderedDict = OrderedDict()
+        self._pool = None
+        n = workers() if n_workers is None else n_workers
+        if n > 0:
+            try:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                ctx = multiprocessing.get_context("spawn")
+                self._ready = ctx.Event()
+                self._pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_init, initargs=(self._ready,))
+                self._window = 2 * n
+                with _no_main():                 # every process starts at the first n submits
+                    for _ in range(n):
+                        self._pool.submit(int)
+                self._fill()
+            except (OSError, RuntimeError, ImportError):
+                self.close()
+
+    def plan(self, jobs) -> "Ahead":
+        """Give the jobs, in the order they will be taken (a pool started early, before they
+        were known, so that its processes are up when the stage begins)."""
+        self._jobs, self._next = list(jobs), 0
+        self._futures.clear()
+        self._fill()
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._futures.clear()
+
+    def _fill(self) -> None:
+        while self._pool is not None and len(self._futures) < self._window and self._next < len(self._jobs):
+            key = self._jobs[self._next]
+            self._next += 1
+            if key not in self._futures:
+                self._futures[key] = self._pool.submit(prepare, *key)
+
+    def take(self, recipe, k: int):
+        """The job's ``(host, judged, reference)``, or None (module docstring)."""
+        key = (recipe, k)
+        if self._pool is None or key not in self._futures:
+            return None
+        while self._futures:                     # the jobs before this one were skipped
+            first, fut = self._futures.popitem(last=False)
+            if first == key:
+                break
+            fut.cancel()
+        got = None
+        if self._ready.is_set():
+            try:
+                got = fut.result()
+            except Exception:                    # noqa: BLE001 - a broken pool: the stage goes on here
+                self.close()
+                return None
+        else:
+            fut.cancel()                         # the workers are starting: the caller does this one
+        self._fill()
+        return got

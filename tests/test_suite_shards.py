@@ -1,0 +1,28 @@
+"""The property suite in shards side by side (``equiv.run.suite.start_properties``): on a host
+of four cores or more the draft gate's suite runs in two processes, and its stage holds the same
+checks as the suite run whole; a shard that selects nothing is a failure, never a silent pass."""
+from equiv.ops.draft_topk.gate import SUITE_SHARDS
+from equiv.options import RunOptions
+from equiv.run import suite
+
+
+def _stage(monkeypatch, cores, shards=SUITE_SHARDS):
+    monkeypatch.setattr(suite, "_cores", lambda: cores)
+    options = RunOptions.make("softmax_topk", device="cpu", budget="quick", seed=0)
+    handle = suite.start_properties(options, stage_timeout=300, shards=shards)
+    assert isinstance(handle, suite.SuiteGroup) == (cores >= 4)
+    return suite.property_checks(handle, 300)
+
+
+def test_shards_hold_the_checks_of_the_whole_suite(monkeypatch):
+    whole, whole_stage = _stage(monkeypatch, 2)
+    split, split_stage = _stage(monkeypatch, 8)
+    assert sorted(c.name for c in split) == sorted(c.name for c in whole)
+    assert all(c.passed for c in split) and split_stage.status == whole_stage.status == "pass"
+    assert "2 processes side by side" in split_stage.ran["summary"]
+
+
+def test_a_shard_that_selects_nothing_fails(monkeypatch):
+    got, stage = _stage(monkeypatch, 8, shards=("test_no_such_property", "not test_no_such_property"))
+    assert stage.status == "FAIL"
+    assert any("pytest exited 5" in c.detail for c in got if not c.passed)
