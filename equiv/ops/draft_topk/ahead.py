@@ -8,7 +8,7 @@ Plan
   over the quick plan, the candidate's calls a few. Both are the same pure functions of the
   recipe (``recipes._host_values``, ``reference.softmax_topk`` on ``coverage.judged_rows``), so
   they can run anywhere, in any order, and give the same bits.
-- How: ``Ahead(jobs)`` keeps up to ``2 x workers`` of the stage's ``(recipe, k)`` jobs, in the
+- How: ``Ahead(jobs)`` keeps up to ``3 x workers`` of the stage's ``(recipe, k)`` jobs, in the
   order the stage asks for them, in a pool of spawned processes (fork is unsafe once CUDA is up;
   every process is started at once, with this process's ``__main__`` hidden from them, so that
   a caller's script without a ``__main__`` guard is not run again in each). ``take(recipe, k)``
@@ -21,7 +21,7 @@ Plan
 - Any failure of the pool (a worker killed, a result that does not unpickle) makes ``take`` give
   None from then on: the stage goes on in this process, never with a different verdict.
 - Workers: ``EQUIV_HOST_WORKERS`` if set (0: none), else the cores this process may use less two
-  (the property suite and this process), at most 8; none on a host of three cores or fewer
+  (the property suite and this process), at most 12; none on a host of three cores or fewer
   (CI's two: the pool would only take cores from the suite).
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
 
-MAX_WORKERS = 8
+MAX_WORKERS = 12
 
 
 def workers() -> int:
@@ -110,7 +110,7 @@ class Ahead:
                 ctx = multiprocessing.get_context("spawn")
                 self._ready = ctx.Event()
                 self._pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_init, initargs=(self._ready,))
-                self._window = 2 * n
+                self._window = 3 * n
                 with _no_main():                 # every process starts at the first n submits
                     for _ in range(n):
                         self._pool.submit(int)

@@ -29,6 +29,8 @@ The result is a frozen ``GateResult`` with ``to_json()``, ``to_junit()`` and ``s
 """
 from __future__ import annotations
 
+import importlib
+import threading
 import time
 
 import numpy as np
@@ -191,6 +193,8 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     try:
         if "tolerance" in stages:
             ahead = Ahead()                      # its processes start while the candidate loads
+        if "mtp" in stages:                      # its statistics import scipy.stats (~1-2 s): meanwhile
+            threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
         device = resolve_device(options.device)  # 'cuda' with no GPU -> exit 2
         runner = runner_for(spec, device, timeout)
         load = load_check(spec, device, timeout)   # an import that raises -> exit 2
