@@ -21,6 +21,10 @@ Plan
   ``kill_all`` kills every child still running (for the CLI's SIGINT/SIGTERM exit).
 - ``repro_line`` is the same command as one shell line (``shlex``), pasteable from the caller's
   folder: environment assignments, ``python -m pytest``, the arguments.
+- A gate starts its suite before anything else and reads it last (``staged``): its other stages
+  run meanwhile in the gate's process. The child writes to a file, never a pipe that nobody
+  reads while those stages run; its ``seconds`` run to its own end. On a host of four cores or
+  more a suite may run in shards, processes side by side (``start_properties``), read as one.
 """
 from __future__ import annotations
 
