@@ -7,7 +7,7 @@ from equiv.run import suite
 
 
 def _stage(monkeypatch, cores, shards=SUITE_SHARDS):
-    monkeypatch.setattr(suite, "_cores", lambda: cores)
+    monkeypatch.setattr(suite, "cores", lambda: cores)
     options = RunOptions.make("softmax_topk", device="cpu", budget="quick", seed=0)
     handle = suite.start_properties(options, stage_timeout=300, shards=shards)
     assert isinstance(handle, suite.SuiteGroup) == (cores >= 4)

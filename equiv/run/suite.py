@@ -211,7 +211,8 @@ class SuiteGroup:
             h.kill()
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -221,7 +222,7 @@ def start_properties(options, *, stage_timeout: float, select: str | None = None
     ``shards``: ``-k`` expressions that split the suite into parts run in processes of their
     own, side by side, on a host of four cores or more (each part's start-up is paid again, so
     on fewer cores the suite runs whole); together they must select every test once."""
-    if len(shards) < 2 or _cores() < 4:
+    if len(shards) < 2 or cores() < 4:
         return start_suite(options, timeout=stage_timeout, select=select)
     return SuiteGroup(start_suite(options, timeout=stage_timeout,
                                   select=f"({select}) and ({part})" if select else part) for part in shards)
@@ -264,9 +265,7 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
         merged = {"tests": sum(r.get("tests", 0) for r in ran),
                   "skipped": [x for r in ran for x in r.get("skipped", [])],
                   "examples": {k: v for r in ran for k, v in r.get("examples", {}).items()}}
-        merged["summary"] = (f"{sum(merged['examples'].values())} examples in {len(merged['examples'])} "
-                             f"properties" + (f"; {len(merged['skipped'])} skipped" if merged["skipped"] else "")
-                             + f" ({len(parts)} processes side by side)")
+        merged["summary"] = _summary(merged["examples"], merged["skipped"]) + f" ({len(parts)} processes side by side)"
         if not checks:
             return [], Stage("properties", "not applicable", why="every property test was skipped: "
                              + "; ".join(merged["skipped"][:3]), ran=merged)
@@ -310,8 +309,7 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
                             f"{len(failed)} failing record(s) do not explain (an interrupted or "
                             f"crashed run)", counterexample=tail, repro=repro))
     ran = {"tests": len(checks), "skipped": skipped, "examples": examples,
-           "summary": f"{sum(examples.values())} examples in {len(examples)} properties"
-                      + (f"; {len(skipped)} skipped" if skipped else "")}
+           "summary": _summary(examples, skipped)}
     if not checks:
         return [], Stage("properties", "not applicable", why="every property test was skipped: "
                          + "; ".join(skipped[:3]), ran=ran)
@@ -345,6 +343,11 @@ def staged(stages, suite, stage_timeout: float, run, progress=None) -> tuple[lis
             suite.kill()
     names = [n for n in stages if n in by_name]
     return [c for n in names for c in by_name[n][0]], [by_name[n][1] for n in names]
+
+
+def _summary(examples: dict, skipped: list) -> str:
+    return f"{sum(examples.values())} examples in {len(examples)} properties" + (
+        f"; {len(skipped)} skipped" if skipped else "")
 
 
 def _raw_input(record):

@@ -33,6 +33,8 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import replace
 
+from equiv.run.suite import cores
+
 MAX_WORKERS = 12
 
 
@@ -44,8 +46,8 @@ def workers() -> int:
             return max(0, int(env))
         except ValueError:
             return 0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 0 if cores <= 3 else min(MAX_WORKERS, cores - 2)
+    n = cores()
+    return 0 if n <= 3 else min(MAX_WORKERS, n - 2)
 
 
 def _init(ready) -> None:

@@ -219,9 +219,7 @@ def build(r: Recipe, device="cpu"):
     x = _LAST.get(r)
     if x is None:
         x = _host_values(r)
-        _LAST.clear()
-        if x.numel() <= CACHED_ELEMENTS:
-            _LAST[r] = x
+        keep(r, x)
     if r.pad or r.offset:
         stride = r.vocab + r.pad
         buf = torch.full((r.offset + r.batch * stride,), 1e4 if r.dtype != "float16" else 6e4,

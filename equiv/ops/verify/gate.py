@@ -118,6 +118,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
     calls, diagnosis = 0, None
+
     def statistics(name, _earlier):
         nonlocal calls, diagnosis
         again = (f"REPRO: equiv gate --op verify --candidate {spec} --stages statistics --budget {budget} "
