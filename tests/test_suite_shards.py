@@ -26,3 +26,14 @@ def test_a_shard_that_selects_nothing_fails(monkeypatch):
     got, stage = _stage(monkeypatch, 8, shards=("test_no_such_property", "not test_no_such_property"))
     assert stage.status == "FAIL"
     assert any("pytest exited 5" in c.detail for c in got if not c.passed)
+
+
+def test_the_suite_gets_one_thread_on_a_small_host_unless_the_caller_set_it(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(suite, "cores", lambda: 2)
+    assert suite.environment("quick")["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert suite.environment("quick")["OMP_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(suite, "cores", lambda: 16)
+    assert "OMP_NUM_THREADS" not in suite.environment("quick")
