@@ -26,13 +26,20 @@ Plan
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import types
 from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 
+import numpy as np
+
+from equiv import reference
+from equiv.ops.draft_topk.coverage import judged_rows
+from equiv.ops.draft_topk.recipes import _host_values
 from equiv.run.suite import cores
 
 MAX_WORKERS = 12
@@ -51,9 +58,7 @@ def workers() -> int:
 
 
 def _init(ready) -> None:
-    import torch
-
-    from equiv.ops.draft_topk import recipes   # noqa: F401 - imported before the first job, not in it
+    import torch                                 # a worker's own: ~2 s, in the worker, not at the gate's start
 
     torch.set_num_threads(2)                     # many workers: each keeps to a little of the host
     ready.set()
@@ -76,12 +81,6 @@ def _no_main():
 def prepare(recipe, k: int):
     """``(host values, judged rows, reference without its rows)`` of one job (a worker's work);
     the reference is the exception it raised, if it raised one."""
-    import numpy as np
-
-    from equiv import reference
-    from equiv.ops.draft_topk.coverage import judged_rows
-    from equiv.ops.draft_topk.recipes import _host_values
-
     host = _host_values(recipe)
     x = host.float().numpy() if host.dtype.itemsize < 4 else host.numpy()
     batch, vocab = x.shape
@@ -106,9 +105,6 @@ class Ahead:
         n = workers() if n_workers is None else n_workers
         if n > 0:
             try:
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
                 ctx = multiprocessing.get_context("spawn")
                 self._ready = ctx.Event()
                 self._pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_init, initargs=(self._ready,))
@@ -117,7 +113,7 @@ class Ahead:
                     for _ in range(n):
                         self._pool.submit(int)
                 self._fill()
-            except (OSError, RuntimeError, ImportError):
+            except (OSError, RuntimeError):
                 self.close()
 
     def plan(self, jobs) -> "Ahead":
