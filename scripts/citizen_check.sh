@@ -7,7 +7,8 @@
 #   3. the project's own tests pass unchanged with equiv's plugins loaded (also with xdist off);
 #   4. `equiv gate --candidate kernel.py:fn` and `PYTHONPATH=. equiv gate --candidate kernel:fn`
 #      pass a correct kernel (quick budget) and leave nothing behind in the project;
-#   5. `equiv gate --candidate hardcoded_one` fails with exit 1;
+#   5. `equiv gate --candidate hardcoded_one` fails with exit 1; the README's quick gates of the
+#      chain and the tree verifier (`--op verify`, `--op verify_tree`) pass their built-ins;
 #   6. the README's `pytest --pyargs equiv.properties --equiv-candidate ...`, run in the project
 #      beside its own tests (whose loaded profile `ci` has a 200 ms deadline and 500 examples),
 #      passes a correct kernel, fails hardcoded_one, and the project's tests still see `ci`.
@@ -123,6 +124,10 @@ step gate_module_spec 0 env PYTHONPATH=. "$work/venv/bin/equiv" -q gate --candid
      --stages properties
 step gate_hardcoded_one 1 env -u PYTHONPATH "$work/venv/bin/equiv" gate --candidate hardcoded_one --device cpu \
      --stages tolerance
+step gate_chain_verifier 0 env -u PYTHONPATH "$work/venv/bin/equiv" -q gate --op verify --candidate torch_sampler \
+     --device cpu
+step gate_tree_verifier 0 env -u PYTHONPATH "$work/venv/bin/equiv" -q gate --op verify_tree --candidate target_only \
+     --device cpu
 rm -rf "$project/.hypothesis"
 rm -f "$project/gate.json" "$project/gate.xml"
 after=$(cd "$project" && ls -A | sort | tr '\n' ' ')
