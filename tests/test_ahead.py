@@ -3,13 +3,15 @@
 Plan: a worker's job gives the very bits this process would build and the reference it would
 compute; the stage with workers gives the same checks as without them, on a correct path and on
 a mutant; a caller's script with no ``__main__`` guard runs once, not again in each worker; a
-pool that fails makes ``take`` give None from then on, so the stage goes on in its own process.
+pool that fails makes ``take`` give None from then on, so the stage goes on in its own process;
+the workers run below the gate's priority.
 """
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from equiv import reference
@@ -96,3 +98,12 @@ def test_no_workers_on_a_small_host(monkeypatch):
     assert ahead.workers() == ahead.MAX_WORKERS
     with ahead.Ahead([(Recipe(family="gaussian", seed=0, batch=2, vocab=10), 1)], n_workers=0) as a:
         assert a.take(Recipe(family="gaussian", seed=0, batch=2, vocab=10), 1) is None
+
+
+def test_the_workers_yield_to_the_gate():
+    # the suite and the gate's own process are the critical path: the pool takes what they leave
+    if not hasattr(os, "nice"):
+        pytest.skip("this platform has no process priority (os.nice)")
+    with ahead.Ahead([], n_workers=1) as a:
+        assert a._ready.wait(120)
+        assert a._pool.submit(os.nice, 0).result(timeout=60) >= os.nice(0) + ahead.NICE
