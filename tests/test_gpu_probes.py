@@ -54,7 +54,7 @@ def test_probe_rows_are_distinct_deterministic_and_start_with_the_recipe():
     p = {**gpu_probes.BATCH_DEFAULTS, "vocab": 1000}
     x = gpu_probes._rows(p, 200, 5, "cpu")
     assert x.shape == (200, 1000) and x.is_contiguous() and torch.equal(x, gpu_probes._rows(p, 200, 5, "cpu"))
-    assert torch.equal(x[:gpu_probes.BASE_ROWS], Recipe("gaussian", seed=5, batch=64, vocab=1000).build("cpu"))
+    assert torch.equal(x[:gpu_probes.BASE_ROWS], Recipe("gaussian", seed=5, batch=gpu_probes.BASE_ROWS, vocab=1000).build("cpu"))
     assert len({tuple(r) for r in x.tolist()}) == 200             # no row repeats another
     assert len(set(x.argmax(1).tolist())) > 150                   # and the maxima move with the block
 
