@@ -107,3 +107,17 @@ def test_the_workers_yield_to_the_gate():
     with ahead.Ahead([], n_workers=1) as a:
         assert a._ready.wait(120)
         assert a._pool.submit(os.nice, 0).result(timeout=60) >= os.nice(0) + ahead.NICE
+
+
+def test_the_judge_reads_the_kept_values_unpadded():
+    # compare reads the recipe's values through recipes.host: the kept tensor itself (no padded
+    # copy, no second draw), while a call gets build's own tensor with the recipe's layout
+    from equiv.ops.draft_topk import recipes
+
+    r = Recipe(family="near_ties", seed=2, batch=5, vocab=1000, dtype="bfloat16", pad=3, offset=7)
+    values = recipes.host(r)
+    assert values.is_contiguous() and values.shape == (5, 1000) and values.storage_offset() == 0
+    assert recipes.host(r) is values                 # kept: read again, not drawn again
+    built = r.build("cpu")
+    assert built.stride() == (1003, 1) and built.storage_offset() == 7
+    assert _same_bits(built.contiguous(), values) and built.data_ptr() != values.data_ptr()

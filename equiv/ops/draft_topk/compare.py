@@ -372,7 +372,7 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression,
     (``ahead.prepare``)."""
     from equiv.ops.draft_topk.coverage import judged_rows
 
-    x = np.ascontiguousarray(_to_numpy(logits))   # padded rows: one copy, then fast row reads
+    x = np.ascontiguousarray(_to_numpy(logits))   # a padded tensor: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
     batch, vocab = logits.shape
     if done is not None:
@@ -390,13 +390,14 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression,
     if regression:
         own = runner.candidate
         is_baseline = not runner.isolated and own.builtin and own.target == "softmax_topk"
-        base = _baseline(logits.to(device), k, ref, tol, is_baseline, judged)
+        base = _baseline(logits, k, ref, tol, is_baseline, judged, device)
     return tol, judged, ref, base
 
 
-def _baseline(logits, k, ref, tol, is_baseline, judged):
-    """The baseline's max relative error on the judged rows, or the passing regression check
-    that says why there is none (this is the baseline; it cannot run, e.g. k > V)."""
+def _baseline(logits, k, ref, tol, is_baseline, judged, device):
+    """The baseline's max relative error on the judged rows (on ``device``), or the passing
+    regression check that says why there is none (this is the baseline; it cannot run, e.g.
+    k > V)."""
     if is_baseline:
         return CheckResult("regression", True, "this is the baseline")
     try:
@@ -404,7 +405,7 @@ def _baseline(logits, k, ref, tol, is_baseline, judged):
             import torch
 
             logits = logits.index_select(0, torch.as_tensor(judged, device=logits.device))
-        return _baseline_rel_err(logits, k, ref, tol)
+        return _baseline_rel_err(logits.to(device), k, ref, tol)
     except Exception as exc:                     # noqa: BLE001 - reported in the check
         return CheckResult("regression", True, f"baseline not comparable ({type(exc).__name__})",
                            cause="not_comparable")
@@ -469,11 +470,13 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
         keep(inputs, prepared[0])                # this process's builds (an in-process call's too) read it
         done = prepared[1:]
     # The call goes out first: a worker builds its input and runs the candidate while this
-    # process builds its own copy and computes the reference (an in-process call waits).
+    # process reads the values and computes the reference (an in-process call waits).
     pending = runner.submit(inputs, k, timeout=timeout, context=context)
     try:
-        if logits is None:
-            logits = inputs.build("cpu")
+        if logits is None:                       # the values, as judged: no padded copy of them
+            from equiv.ops.draft_topk.recipes import host
+
+            logits = host(inputs)
         early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done)
     except BaseException:
         pending.result()                         # no reply may be left unread

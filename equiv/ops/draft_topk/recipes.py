@@ -216,10 +216,7 @@ def build(r: Recipe, device="cpu"):
     the path on the same recipe draws the random values once; each call gets its own tensor."""
     import torch
 
-    x = _LAST.get(r)
-    if x is None:
-        x = _host_values(r)
-        keep(r, x)
+    x = host(r)
     if r.pad or r.offset:
         stride = r.vocab + r.pad
         buf = torch.full((r.offset + r.batch * stride,), 1e4 if r.dtype != "float16" else 6e4,
@@ -230,12 +227,23 @@ def build(r: Recipe, device="cpu"):
     return out.clone() if r in _LAST and out.data_ptr() == x.data_ptr() else out   # not the kept one
 
 
-def keep(r: Recipe, host) -> None:
-    """Make ``host`` (the recipe's host values, built elsewhere: ``ahead.prepare``) the kept ones,
-    so that ``build`` reads them instead of drawing them again."""
+def host(r: Recipe):
+    """The recipe's values on the host, ``[batch, vocab]`` contiguous, without its padding or
+    offset: the kept ones when they are kept (a judge reads them and never writes them; a call
+    gets ``build``'s own tensor), else drawn now and kept."""
+    x = _LAST.get(r)
+    if x is None:
+        x = _host_values(r)
+        keep(r, x)
+    return x
+
+
+def keep(r: Recipe, values) -> None:
+    """Make ``values`` (the recipe's host values, built elsewhere: ``ahead.prepare``) the kept
+    ones, so that ``build`` and ``host`` read them instead of drawing them again."""
     _LAST.clear()
-    if host.numel() <= CACHED_ELEMENTS:
-        _LAST[r] = host
+    if values.numel() <= CACHED_ELEMENTS:
+        _LAST[r] = values
 
 
 def _host_values(r: Recipe):
