@@ -13,7 +13,9 @@ Plan (each part prints JSON rows as it goes; ``--out FILE`` keeps them):
    a loaded 2-core CPU); ``--draws product``: the joint case's continued blocks are drawn straight
    from the product law ``p_0 x ... x p_n``, which is what any lossless verifier's continued
    rows are by definition (so the level measured is the block_law test's own); the independence
-   case is in every mode the verifiers' own outputs. The verifiers are called in this process on the host (their
+   case is in every mode the verifiers' own outputs. ``--draws plan``: every statistical case of
+   the seed's plan (the wide, marginal, deep and family slots too), drawn from the exact
+   token-level law on the host, and the whole judge (every check, the score tests included). The verifiers are called in this process on the host (their
    exact outputs: these are small inputs, V <= 300), which is what makes 1000+ seeds cheap.
 2. ``tv``: the emitted-text total variation of each lossy block verifier
    (``verify_hostile.LOSSY``) on each power recipe, by Monte Carlo on ``--tv-rows`` blocks
@@ -74,12 +76,15 @@ def outputs(fn, case: Case, seed0: int) -> Draws:
     return Draws(str(case.recipe), seeds, np.stack(outs))
 
 
-def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False, law_draws: bool = False) -> list:
+def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False, law_draws=False) -> list:
     """The failed checks of one run: the new checks alone (``independence``, ``block_law``: fast),
     or with ``whole`` the whole judge (every check; ~3 s a run on the joint case). ``law_draws``:
-    the joint case's outputs are host draws of the exact law (``LAW``), not the verifier's."""
-    drawn = [outputs(LAW if law_draws and c.purpose == "joint exact" else fn, c, seed0 + 100 * i)
-             for i, c in enumerate(cases)]
+    the joint case's outputs are host draws of the exact law (``LAW``), not the verifier's;
+    ``"all"``: every statistical case's."""
+    def drawer(c):
+        return LAW if (law_draws == "all" and c.statistical) or (law_draws and c.purpose == "joint exact") else fn
+
+    drawn = [outputs(drawer(c), c, seed0 + 100 * i) for i, c in enumerate(cases)]
     if whole:
         v = judge_draws(cases, drawn, spec="calibration", device="cpu", seed=seed)
         return [c.name for c in v.failed]
@@ -141,9 +146,10 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default="null,tv,power")
     ap.add_argument("--out", default=None)
     ap.add_argument("--whole", action="store_true", help="judge every check, not only the new ones")
-    ap.add_argument("--draws", choices=("verifier", "law", "product"), default="verifier",
+    ap.add_argument("--draws", choices=("verifier", "law", "product", "plan"), default="verifier",
                     help="null part: law draws the joint case from the token-level law on the host; product "
-                         "draws its continued blocks from the product law (fastest; module docstring)")
+                         "draws its continued blocks from the product law (fastest); plan judges the whole "
+                         "statistical plan, every case drawn from the law on the host (module docstring)")
     ap.add_argument("--kinds", default=",".join(verify_hostile.LOSSY), help="the lossy kinds of the power part")
     ap.add_argument("--tv-from", default=None, help="a JSON-lines file of an earlier run's tv rows, read instead")
     args = ap.parse_args(argv)
@@ -160,20 +166,26 @@ def main(argv=None) -> int:
     if "null" in parts and args.seeds:
         t0, fails, by = time.perf_counter(), [], {name: [] for name, _ in NULL}
         for s in range(args.first_seed, args.first_seed + args.seeds):
-            cases = [c for c in statistical_cases("quick", seed=s) if c.purpose in ("joint exact", "independence")]
+            cases = [c for c in statistical_cases("quick", seed=s)
+                     if args.draws == "plan" or c.purpose in ("joint exact", "independence")]
             name, fn = NULL[s % len(NULL)]
             if args.draws == "product":
                 joint = [c for c in cases if c.purpose == "joint exact"]
                 f = failed_checks(fn, [c for c in cases if c not in joint], 10 ** 6 * (s + 1), s)
                 f += product_failures(joint[0], s)
             else:
-                f = failed_checks(fn, cases, 10 ** 6 * (s + 1), s, args.whole, args.draws == "law")
+                f = failed_checks(fn, cases, 10 ** 6 * (s + 1), s, args.whole or args.draws == "plan",
+                                  "all" if args.draws == "plan" else args.draws == "law")
             fails.append(f)
             by[name].append(f)
+            if (s - args.first_seed + 1) % 25 == 0:
+                print(json.dumps({"progress": s - args.first_seed + 1, "failed_so_far": sum(bool(x) for x in fails),
+                                  "seconds": round(time.perf_counter() - t0, 1)}), file=sys.stderr, flush=True)
             if f:
                 print(json.dumps({"seed": s, "verifier": name, "failed": f}), flush=True)
         emit(_row({"part": "null", "verifiers": [n for n, _ in NULL], "first_seed": args.first_seed,
-                   "joint case drawn by": {"law": "the token-level law on the host", "product": "the product law (continued blocks)"}.get(args.draws, "the verifier")}, fails,
+                   "joint case drawn by": {"law": "the token-level law on the host", "product": "the product law (continued blocks)",
+                                           "plan": "the token-level law on the host (every statistical case of the plan, the whole judge)"}.get(args.draws, "the verifier")}, fails,
                   len(fails), {"seconds": round(time.perf_counter() - t0, 1),
                                "by_verifier": {n: sum(bool(x) for x in v) for n, v in by.items()},
                                "runs_by_verifier": {n: len(v) for n, v in by.items()}}))

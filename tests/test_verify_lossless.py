@@ -113,6 +113,34 @@ def test_score_tests_hold_their_level_on_a_confident_law_where_a_normal_approxim
     assert z_fails > 0 and fails == 0
 
 
+def test_the_side_score_is_tested_from_each_position_on_and_names_where_a_tilt_starts():
+    # side = 1[p_j > q_j]: a verifier that accepts too often from position 5 on emits fewer of
+    # those tokens there; the group "from position 5" sees it most clearly, while exact draws
+    # pass every group
+    rng = np.random.default_rng(6)
+    n, V, N = 8, 50, 40000
+    p = rng.dirichlet(np.ones(V), size=n)
+    q = p * np.exp(0.3 * rng.standard_normal((n, V)))
+    q /= q.sum(1, keepdims=True)
+    side = (p > q).astype(float)
+    mean = (p * side).sum(1)
+    var = (p * side * side).sum(1) - mean ** 2
+    tilted = np.where(side, p * 0.9, p)                   # mass moved off the p > q tokens
+    tilted /= tilted.sum(1, keepdims=True)
+    for tilt, fails in ((False, False), (True, True)):
+        x = np.stack([rng.choice(V, N, p=tilted[j] if tilt and j >= 5 else p[j]) for j in range(n)], 1)
+        pos = np.broadcast_to(np.arange(n), x.shape)
+        scores = {"side": ((side[pos, x] - mean[pos]).ravel(), var[pos].ravel(), np.ones(x.size))}
+        groups = np.char.add("realistic:position", pos.astype(str)).ravel()
+        tests = lossless.score_tests(scores, groups, alpha=1e-4)
+        assert {t["group"] for t in tests} == {"pooled"} | {f"realistic:from position{m}" for m in range(1, n)}
+        failed = [t["group"] for t in tests if t["failed"]]
+        assert bool(failed) is fails, tests
+        if fails:                                          # the start, not an earlier position, is most significant
+            assert min((t for t in tests if t["group"] != "pooled"), key=lambda t: t["p_value"])["group"] \
+                == "realistic:from position5"
+
+
 @pytest.fixture(scope="module")
 def small_plans():
     from dataclasses import replace

@@ -61,6 +61,17 @@ def wrong_for_n_ge_9(d, q, p, g):
     return _sample(d, q, p, g)
 
 
+def accepts_more_from_position_11(d, q, p, g):
+    """A second code path for long chains: from draft position 11 on, the acceptance test
+    compares against the ratio over 0.9 (it accepts too often there; the residual is right)."""
+    n = d.shape[1]
+    u = torch.rand((d.shape[0], n + 1), generator=g, device=p.device)
+    late = torch.arange(n, device=p.device) >= 11
+    ratio = torch.where(late, acceptance_ratio(d, q, p) / 0.9, acceptance_ratio(d, q, p))
+    stop = first_rejection(ratio, u[:, :-1])
+    return emit(d, stop, inverse_cdf(drawn_law(d, q, p, stop), u[:, -1:]))
+
+
 def rows_share_uniforms(d, q, p, g):
     """Draws uniforms for every other row and broadcasts them: row 2i+1 reuses row 2i's."""
     B, n = d.shape

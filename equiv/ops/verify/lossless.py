@@ -30,11 +30,19 @@ position j)`` two fixed functions of the token, known before the call (``SCORES`
 ``p_j(x)`` (mass moved to or from the target's head: a temperature), and ``drawn``, the law the
 token-level algorithm draws from at ``j`` (``max(0, p_j - q_j)`` renormalised, ``p_n`` at the
 bonus; ``p_j`` when ``q`` is not given or leaves no residual): mass moved within what a sampler
-draws, where its bugs live. Neither depends on a row's drafts, so under a lossless verifier
-each continued token's score has the exact mean and variance that ``p_j`` gives it, whatever the
-verifier is; the sum over a group of tokens is tested two-sided with Bernstein's inequality
-(``|s - mean| <= max s``), which holds at every sample size and skew -- a normal approximation
-would not, on a confident law whose rare tokens carry the whole variance.
+draws, where its bugs live. A third, ``side``, is ``1[p_j(x) > q_j(x)]`` at a draft position
+(0 at the bonus and where ``q`` is not given): the target's mass on the tokens only a rejection
+emits more of. A verifier that accepts too often (a threshold off by a factor, a second code
+path for long chains) moves mass from those tokens to the ones the drafter over-proposes, and
+one that accepts too rarely moves it back: the direction this score reads, whatever the noise
+between ``p`` and ``q`` that the other two see only weighted by it. Such a bug starts at some
+position and keeps on, so ``side`` is tested on each family's positions from ``m`` on
+(``from position m``, every ``m`` drawn), not position by position. None of the scores depends
+on a row's drafts, so under a lossless verifier each continued token's score has the exact
+mean and variance that ``p_j`` gives it, whatever the verifier is; the sum over a group of
+tokens is tested two-sided with Bernstein's inequality (``|s - mean| <= max s``), which holds
+at every sample size and skew -- a normal approximation would not, on a confident law whose
+rare tokens carry the whole variance.
 
 Family-wise error (``judge.FAMILY_ALPHA = 1e-4`` per judge run): a fifth each to the marginal
 PIT tests, the marginal rank-cell tests, the score tests, the joint tests and the tail tests,
@@ -54,7 +62,8 @@ from equiv.stats import bernstein_p, cells_test, pit
 
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
-SCORES = ("target", "drawn")
+SCORES = ("target", "drawn", "side")
+SUFFIX_SCORES = ("side",)                        # tested on positions m.. (module docstring)
 SCORE_FLOOR = 0.002
 
 
@@ -73,7 +82,7 @@ def target_table(recipe):
 
 @problem_cache(maxsize=16)
 def score_table(recipe):
-    """``(scores [2, L, V] float32, mean [2, L], var [2, L], top [2, L])``: the ``SCORES`` of
+    """``(scores [3, L, V] float32, mean [3, L], var [3, L], top [3, L])``: the ``SCORES`` of
     every level ``i (n+1) + j`` as functions of the token, and their exact mean, variance and
     maximum under ``p_j`` (module docstring)."""
     pr = recipe.make_problems()
@@ -81,12 +90,14 @@ def score_table(recipe):
     p = pr.target.astype(np.float64)
     p = p / p.sum(-1, keepdims=True)
     drawn = p.copy()
+    side = np.zeros_like(p)
     if pr.draft is not None:
         q = pr.draft.astype(np.float64)
         res = np.maximum(0.0, pr.target[:, :n].astype(np.float64) - q)
         mass = res.sum(-1, keepdims=True)
         drawn[:, :n] = np.where(mass > 0, res / np.where(mass > 0, mass, 1.0), p[:, :n])
-    scores = np.stack([p, drawn]).reshape(2, P * (n + 1), V).astype(np.float32)
+        side[:, :n] = res > 0
+    scores = np.stack([p, drawn, side]).reshape(len(SCORES), P * (n + 1), V).astype(np.float32)
     law = p.reshape(1, P * (n + 1), V)
     s64 = scores.astype(np.float64)
     mean = (law * s64).sum(-1)
@@ -168,15 +179,39 @@ def lossless_values(recipe, outputs, rng) -> dict:
                        for i, kind in enumerate(SCORES)}}
 
 
+def _suffix_groups(groups) -> dict:
+    """``{"FAMILY:from positionM": mask}`` for every family and position ``M >= 1`` among the
+    labels ``FAMILY:positionJ`` (a label of another form: its own group)."""
+    labels = sorted(set(groups.tolist()))
+    parsed = [(label, *label.rpartition(":position")) for label in labels]
+    if not parsed or any(not sep or not pos.isdigit() for _, _, sep, pos in parsed):
+        return {label: groups == label for label in labels}
+    index = np.searchsorted(np.array(labels), groups)
+    family = np.array([fam for _, fam, _, _ in parsed])[index]
+    position = np.array([int(pos) for _, _, _, pos in parsed])[index]
+    out = {}
+    for fam in sorted(set(family.tolist())):
+        mine = family == fam
+        for m in sorted(set(position[mine].tolist()) - {0}):
+            out[f"{fam}:from position{m}"] = mine & (position >= m)
+    return out
+
+
 def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) -> list:
     """``scores[kind] = (s - mean, var, max s)`` per token, ``groups`` its group label: per kind,
-    pooled and per group, the Bernstein test of the sum (module docstring). Half of ``alpha`` to
-    the pooled tests, half to the groups', Bonferroni inside each half."""
+    pooled and per group, the Bernstein test of the sum (module docstring); a kind of
+    ``SUFFIX_SCORES`` per family's positions from ``m`` on instead of per group. Half of
+    ``alpha`` to the pooled tests, half to the groups', Bonferroni inside each half."""
     labels = sorted(set(groups.tolist()))
+    per_label = {label: groups == label for label in labels} if len(labels) > 1 else {}
+    suffixes = None
     raw = []
     for kind, (dev, var, top) in scores.items():
-        for label in ["pooled"] + (labels if len(labels) > 1 else []):
-            sel = slice(None) if label == "pooled" else groups == label
+        if kind in SUFFIX_SCORES and suffixes is None:
+            suffixes = _suffix_groups(groups)
+        masks = suffixes if kind in SUFFIX_SCORES else per_label
+        for label in ["pooled"] + list(masks):
+            sel = slice(None) if label == "pooled" else masks[label]
             d, v, m = dev[sel], var[sel], top[sel]
             if d.size == 0 or not (v.sum() > 0 or np.any(d != 0)):
                 continue                           # every token of a point mass: nothing to test

@@ -12,7 +12,9 @@ Plan. Two kinds of case (``judge.Case``):
   values with its own generator ``[seed, _PLAN_SALT, slot]``:
   ``wide`` (a vocabulary past 2**17: Qwen 151936 / 152064, Gemma 256000 / 262144 or a prime),
   ``marginal`` (the realistic case with the most draws at a real vocabulary), ``deep`` (n 9..16
-  with acceptance ~0.9 per position, so rows reach the late positions; 1025-4096 rows),
+  with acceptance ~0.9 per position, so rows reach the late positions; 1025-4096 rows; and a
+  second case at n = 16 with 6000-8192 rows at V 100..400, where the ``side`` score of
+  lossless.py sees an acceptance test wrong from a late position on),
   ``many rows`` (4097-8192 rows, a greedy drafter), one slot per family (tiny_q, neginf_zeros,
   bf16_rounded, ties, equal, disjoint, onehot_target), ``joint exact`` (V = 2 or 3, n 4..7,
   2**17+ rows of one problem: the block's joint law is enumerable, judge_more.py); every slot
@@ -111,6 +113,10 @@ def _slots(rng_of, scale: int) -> list:
     n, v = space.draw_exact_shape(r)
     add("joint exact", 2 ** 25, space.draw_batch(r, 2 ** 17, 2 ** 17 + 4000), family="realistic", n=n, vocab=v,
         problems=1, draft="probs", noise=round(float(r.uniform(0.4, 0.7)), 3), part=1)
+    r = rng_of(12)  # the longest chain, many rows: acceptance wrong from a late position on
+    add("deep", 2 ** 26, space.draw_batch(r, 6000, 8192), family="realistic", n=space.MAX_N,
+        vocab=space.draw_vocab(r, 100, 400), problems=8, draft="probs",
+        noise=round(float(r.uniform(0.1, 0.25)), 3), **space.draw_layout(r))
     return out
 
 
