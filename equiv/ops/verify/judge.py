@@ -290,9 +290,11 @@ def _binned_checks(found, stats, name, repro, share) -> Check | None:
                effect.format(t.tvd), len(fit.tests), share["pit"]) for t in fit.tests if t.failed]
     failed += [(t["group"], t["n"], f"chi-square {t['chi2']:.1f} over {t['df'] + 1} rank cells",
                 t["p_value"], effect.format(t["tvd"]), len(ranks), share["rank"]) for t in ranks if t["failed"]]
+    # the most significant score group first: of the side score's groups "from position m", the
+    # one nearest where a tilt starts (an earlier m fails too, diluted)
     failed += [(t["group"], t["n"], f"{t['score']} score off its exact mean by {t['z']:+.1f} standard deviations "
                 f"(Bernstein)", t["p_value"], f"total variation at least {t['tv_bound']:.4f} > floor {SCORE_FLOOR}",
-                len(scores), share["score"]) for t in scores if t["failed"]]
+                len(scores), share["score"]) for t in sorted(scores, key=lambda t: t["p_value"]) if t["failed"]]
     if failed:                                   # a group names the cause; the pooled test does not
         group, n, what, p, shown, m, part = min(failed, key=lambda f: f[0] == "pooled")
         found.fail(name, _case_of(stats, group), (None, None,
@@ -316,6 +318,8 @@ def _group_cause(group: str) -> str:
         return "bonus law"
     if slot.startswith("position"):
         return f"emitted law at {slot.replace('position', 'position ')}"
+    if slot.startswith("from position"):         # the side score (lossless.py): accepted vs rejected mass
+        return f"acceptance from position {slot[len('from position'):]} on"
     return "drawn token law" if slot == "pooled" else slot
 
 
