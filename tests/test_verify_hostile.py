@@ -3,7 +3,8 @@ cases the plan draws for that dimension, at every one of three plan seeds; corre
 
 Test plan: each hostile verifier is judged in process on the slot of the quick plan that reaches
 its dimension (``Case.purpose``: ``deep`` for position 3+, n >= 9 and an acceptance test wrong
-from position 11 on (the side score), ``wide`` for V > 2**17,
+from position 11 on (the side score), ``wide`` for V > 2**17 and a residual cut to its top 1024
+past V = 160000,
 ``many rows`` and ``deep`` (batches never a multiple of 64) for the rows after the last one, ``independence`` for shared randomness,
 ``joint exact`` for the lossy block verifiers), and on the slots that do NOT reach it it must
 pass: wrong only there. The whole gate on every candidate is ``scripts/verify_hostile_table.py``
@@ -27,6 +28,7 @@ WHERE = {
     "wrong_after_last_64": ("many rows+deep", None),
     "wrong_for_n_ge_9": ("deep", "many rows"),
     "accepts_more_from_position_11": ("deep", "wide"),
+    "top_1024_past_160000": ("wide", "deep"),
     "rows_share_uniforms": ("independence", None),
     "calls_share_state": ("independence", None),
     "block_weights_unclamped": ("joint exact", None),

@@ -61,6 +61,18 @@ def wrong_for_n_ge_9(d, q, p, g):
     return _sample(d, q, p, g)
 
 
+def top_1024_past_160000(d, q, p, g):
+    """A fast path for Gemma-size vocabularies: past V = 160000 the recovered or bonus token is
+    drawn from its law's 1024 most likely tokens only."""
+    if p.shape[-1] <= 160000:
+        return torch_sampler(d, q, p, g)
+    n = d.shape[1]
+    u = torch.rand((d.shape[0], n + 1), generator=g, device=p.device)
+    stop = first_rejection(acceptance_ratio(d, q, p), u[:, :-1])
+    top, index = drawn_law(d, q, p, stop).topk(1024, dim=1)
+    return emit(d, stop, index.gather(1, inverse_cdf(top, u[:, -1:])))
+
+
 def accepts_more_from_position_11(d, q, p, g):
     """A second code path for long chains: from draft position 11 on, the acceptance test
     compares against the ratio over 0.9 (it accepts too often there; the residual is right)."""

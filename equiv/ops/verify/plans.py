@@ -14,7 +14,11 @@ Plan. Two kinds of case (``judge.Case``):
   ``marginal`` (the realistic case with the most draws at a real vocabulary), ``deep`` (n 9..16
   with acceptance ~0.9 per position, so rows reach the late positions; 1025-4096 rows; and a
   second case at n = 16 with 6000-8192 rows at V 100..400, where the ``side`` score of
-  lossless.py sees an acceptance test wrong from a late position on),
+  lossless.py sees an acceptance test wrong from a late position on; ``wide`` a second case at
+  Gemma's 256000 / 262144 or a prime past ``LARGEST_FROM``, n = 1, 300-512 rows in each of
+  ``LARGEST_PARTS`` recipes that differ in ``part`` (fresh drafts: as the power case): the first
+  ``wide`` case drew 152064 at seed 0, and a residual drawn from its top 1024 tokens only past
+  V = 160000 passed),
   ``many rows`` (4097-8192 rows, a greedy drafter), one slot per family (tiny_q, neginf_zeros,
   bf16_rounded, ties, equal, disjoint, onehot_target), ``joint exact`` (V = 2 or 3, n 4..7,
   2**17+ rows of one problem: the block's joint law is enumerable, judge_more.py); every slot
@@ -55,6 +59,8 @@ _NEEDS_TWO_TOKENS = ("disjoint", "tiny_q", "ties", "neginf_zeros")
 POWER = {"quick": (4096, 32), "full": (4096, 64)}
 _POWER_RECIPE = dict(family="realistic", draft="probs", n=3, vocab=129280, problems=8)
 _PLAN_SALT = 0x5EED
+LARGEST_FROM = 160000                            # the second wide case's vocabularies: Gemma's, primes past this
+LARGEST_PARTS = 3                                # ... in this many calls of its own drafts each
 
 
 def contract_cases(seed: int = 0, start: int = 0) -> list:
@@ -117,6 +123,13 @@ def _slots(rng_of, scale: int) -> list:
     add("deep", 2 ** 26, space.draw_batch(r, 6000, 8192), family="realistic", n=space.MAX_N,
         vocab=space.draw_vocab(r, 100, 400), problems=8, draft="probs",
         noise=round(float(r.uniform(0.1, 0.25)), 3), **space.draw_layout(r))
+    r = rng_of(13)  # the largest vocabularies, one position, as many rows as a call there holds
+    big = [x for x in space.PAST_2_17 if x > LARGEST_FROM]
+    v = int(r.choice(big)) if r.random() < 0.75 else space.draw_prime(r, LARGEST_FROM, 262144)
+    rows = space.draw_batch(r, 300, 512)
+    fields = dict(family="realistic", n=1, vocab=v, problems=4, draft="probs", **space.draw_layout(r))
+    for part in range(1, LARGEST_PARTS + 1):    # fresh drafts in each part (recipes.py): independent rows
+        add("wide", 2 ** 28, rows, part=part, **fields)
     return out
 
 
@@ -138,11 +151,13 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
     def rng_of(i):
         return np.random.default_rng([seed, _PLAN_SALT, i])
 
-    cases = []
+    cases, first_part = [], seed
     for i, (purpose, fields) in enumerate(_slots(rng_of, scale), start):
+        part = fields.get("part", 0)
+        first_part = seed + i if part <= 1 else first_part    # parts 2.. share part 1's problems
         if drafts == "fixed":
             fields.pop("part", None)
-        recipe = VerifyRecipe(seed=seed + i, drafts=drafts, **fields)
+        recipe = VerifyRecipe(seed=first_part, drafts=drafts, **fields)
         cases.append(Case(recipe, 1, 1000 * (seed + i), statistical=True, purpose=purpose))
     i = start + len(cases)
     cases.append(Case(VerifyRecipe(seed=seed + i, **_independence(rng_of(99), scale)), 2, 1000 * (seed + i),
