@@ -57,6 +57,13 @@ def test_hostile_fails_where_it_is_wrong(name, seed):
         assert run_judge(getattr(H, name), _cases(seed, spare), device="cpu", spec=name, seed=seed).passed
 
 
+def test_a_top_1024_residual_fails_the_whole_plan_not_only_its_slot():
+    # the wide cases' tokens are groups of their own (judge.OWN_GROUPS): pooled with the realistic
+    # family's other cases per position, this hostile passed the whole plan (rank cells p 0.009)
+    v = run_judge(H.top_1024_past_160000, statistical_cases("quick", seed=0), device="cpu", spec="h", seed=0)
+    assert [c.name for c in v.failed] == ["marginal"] and ":wide:position" in v.failed[0].detail
+
+
 @pytest.mark.parametrize("name", ["correct_torch", "correct_block", "correct_other_stream"])
 def test_correct_ones_pass_the_new_slots(name):
     cases = [c for c in statistical_cases("quick", seed=1) if c.purpose in ("deep", "many rows", "independence",
