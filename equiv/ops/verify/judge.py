@@ -39,8 +39,8 @@ each output set checked against the exact law of ``equiv.reference.verify``:
 The law of a position splits exactly into (4) and the law of the drawn token given that it was
 drawn, so (5) tests the residual at full strength instead of diluting it under the acceptance mass.
 
-6. ``tail`` (Poisson): repeats among tail draws of each drawn law against their exact expected
-   count (tail.py): it sees a law squeezed onto a few of the ~129k tail tokens, which bins miss.
+6. ``tail`` (Chernoff): tail tokens drawn twice or more, per drawn law, against a bound on
+   their expected count (tail.py): it sees a law squeezed onto a few of the ~129k tail tokens, which bins miss.
 
 Family-wise error: one judge run spends ``FAMILY_ALPHA = 1e-4``; under the token law 0.4 of it on
 the acceptance tests, 0.2 each on the PIT, rank-cell and tail tests, Bonferroni-split inside each; a statistical test fails only when
@@ -340,8 +340,9 @@ def _pooled_check(found, stats, name, tests, what, repro, cause) -> Check | None
         return judged(name, False, f"nothing checked: no {what}")
     if failed:
         t = failed[0]
-        shown = (f"{t['repeats']:.0f} repeated pairs among {t['tail_draws']} tail draws where the law allows "
-                 f"{t['allowed']:.3g} ({t['ratio']:.3g}x), Poisson p = {t['p_value']:.3g} < {t['level']:.3g}"
+        shown = (f"{t['repeats']:.0f} tail tokens drawn twice or more among {t['tail_draws']} tail draws where "
+                 f"the law allows {t['allowed']:.3g} ({t['ratio']:.3g}x), Chernoff p = {t['p_value']:.3g} < "
+                 f"{t['level']:.3g}"
                  if name == "tail" else
                  f"chi-square {t['chi2']:.1f} over {t['df'] + 1} cells ({t['n']} pairs), p = {t['p_value']:.3g}"
                  f" < {t['level']:.3g}, binned TVD {t['tvd']:.4f} > floor {LOSSLESS_TVD_FLOOR}")

@@ -552,8 +552,9 @@ def _tail_check(found, stats, repro) -> list:
     if bad:
         t = min(bad, key=lambda t: t["group"] == "pooled")
         found.fail("tail", _case_of(stats, t["group"] + ":tail"), (None, None, (
-            f"{t['group']}: {t['repeats']:.0f} repeated pairs among {t['tail_draws']} tail draws where the law "
-            f"allows {t['allowed']:.3g} ({t['ratio']:.3g}x), Poisson p = {t['p_value']:.3g} < {t['level']:.3g}")),
+            f"{t['group']}: {t['repeats']:.0f} tail tokens drawn twice or more among {t['tail_draws']} tail draws "
+            f"where the law allows {t['allowed']:.3g} ({t['ratio']:.3g}x), Chernoff p = {t['p_value']:.3g} < "
+            f"{t['level']:.3g}")),
             {"group": t["group"]}, repro, cause="tail concentration")
         return []
     if not tests:
