@@ -81,8 +81,12 @@ def failed_checks(fn, cases, seed0: int, seed: int, whole: bool = False, law_dra
     or with ``whole`` the whole judge (every check; ~3 s a run on the joint case). ``law_draws``:
     the joint case's outputs are host draws of the exact law (``LAW``), not the verifier's;
     ``"all"``: every statistical case's."""
+    # a whole plan's laws (V up to 262144) are kept by the sampler: a fresh one per run, or a
+    # thousand seeds' laws pile up (two processes ran out of 24 GB after 100-200 seeds)
+    law = LawSampler(None, 0.0) if law_draws == "all" else LAW
+
     def drawer(c):
-        return LAW if (law_draws == "all" and c.statistical) or (law_draws and c.purpose == "joint exact") else fn
+        return law if (law_draws == "all" and c.statistical) or (law_draws and c.purpose == "joint exact") else fn
 
     drawn = [outputs(drawer(c), c, seed0 + 100 * i) for i, c in enumerate(cases)]
     if whole:
