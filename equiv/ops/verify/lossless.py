@@ -179,13 +179,14 @@ def lossless_values(recipe, outputs, rng) -> dict:
                        for i, kind in enumerate(SCORES)}}
 
 
-def _suffix_groups(groups) -> dict:
+def _suffix_groups(groups) -> dict | None:
     """``{"FAMILY:from positionM": mask}`` for every family and position ``M >= 1`` among the
-    labels ``FAMILY:positionJ`` (a label of another form: its own group)."""
+    labels ``FAMILY:positionJ``; None when a label has another form (the caller's per-label
+    groups then)."""
     labels = sorted(set(groups.tolist()))
     parsed = [(label, *label.rpartition(":position")) for label in labels]
     if not parsed or any(not sep or not pos.isdigit() for _, _, sep, pos in parsed):
-        return {label: groups == label for label in labels}
+        return None
     index = np.searchsorted(np.array(labels), groups)
     family = np.array([fam for _, fam, _, _ in parsed])[index]
     position = np.array([int(pos) for _, _, _, pos in parsed])[index]
@@ -204,12 +205,10 @@ def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) 
     ``alpha`` to the pooled tests, half to the groups', Bonferroni inside each half."""
     labels = sorted(set(groups.tolist()))
     per_label = {label: groups == label for label in labels} if len(labels) > 1 else {}
-    suffixes = None
+    suffixes = _suffix_groups(groups) if any(kind in SUFFIX_SCORES for kind in scores) else None
     raw = []
     for kind, (dev, var, top) in scores.items():
-        if kind in SUFFIX_SCORES and suffixes is None:
-            suffixes = _suffix_groups(groups)
-        masks = suffixes if kind in SUFFIX_SCORES else per_label
+        masks = suffixes if kind in SUFFIX_SCORES and suffixes is not None else per_label
         for label in ["pooled"] + list(masks):
             sel = slice(None) if label == "pooled" else masks[label]
             d, v, m = dev[sel], var[sel], top[sel]
