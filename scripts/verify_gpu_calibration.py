@@ -54,14 +54,16 @@ def gate_times(device: str, repeats: int) -> dict:
 
 
 def plan_cases(device: str, parts: int | None, small: bool):
-    """The quick gate's statistical cases on a GPU: the CPU plan and the power case, in ``parts``
-    calls (default: the plan's own; 0: none, the CPU gate's plan); with ``small``, the power case
-    at V = 4097, 256 rows x ``parts or 2``."""
-    from equiv.ops.verify.plans import power_cases, statistical_cases
+    """The quick gate's statistical cases on a GPU (the GPU plan: the second wide case in
+    ``plans.LARGEST_PARTS_GPU`` calls, then the power case), the power case in ``parts`` calls
+    (default: the plan's own; 0: none, the CPU gate's plan); with ``small``, the power case at
+    V = 4097, 256 rows x ``parts or 2``."""
+    from equiv.ops.verify.plans import POWER, power_cases, statistical_cases
 
-    base = statistical_cases("quick")                  # the CPU plan: no power case
     if parts == 0:
-        return base
+        return statistical_cases("quick")             # the CPU plan: no power case
+    gpu = statistical_cases("quick", device="cuda")
+    base = gpu[:-POWER["quick"][1]]                    # the GPU plan before its power case
     power = power_cases("quick", index=len(base), parts=parts or (2 if small else None))
     if small:
         power = [replace(c, recipe=c.recipe.with_(vocab=4097, batch=256)) for c in power]

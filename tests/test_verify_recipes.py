@@ -93,15 +93,26 @@ def test_parts_share_their_problems_and_draw_fresh_drafts_from_q():
         assert np.abs(np.bincount(r.row_tokens()[:, 0], minlength=7) / r.batch - q / q.sum()).max() < 0.03
 
 
-def test_the_power_case_runs_on_a_gpu_only():
-    from equiv.ops.verify.plans import POWER, statistical_cases
+def test_a_gpu_plan_adds_the_power_case_and_more_calls_at_the_largest_vocabularies():
+    from equiv.ops.verify.plans import LARGEST_PARTS, LARGEST_PARTS_GPU, POWER, statistical_cases
 
     cpu, gpu = statistical_cases("quick"), statistical_cases("quick", device="cuda:0")
     rows, parts = POWER["quick"]
-    extra = gpu[len(cpu):]
-    assert gpu[:len(cpu)] == cpu and len(extra) == parts
+
+    def largest(plan):                   # the second wide case: its parts share part 1's problems
+        return [c for c in plan if c.purpose == "wide" and c.recipe.part]
+
+    assert [c.recipe.part for c in largest(cpu)] == list(range(1, LARGEST_PARTS + 1))
+    assert [c.recipe.part for c in largest(gpu)] == list(range(1, LARGEST_PARTS_GPU + 1))
+    assert LARGEST_PARTS_GPU > LARGEST_PARTS
+    assert {str(c.recipe.with_(part=1)) for c in largest(gpu)} == {str(largest(cpu)[0].recipe)}
+    assert len({c.seed for c in largest(gpu)}) == LARGEST_PARTS_GPU          # fresh draws in each call
+    same = cpu.index(largest(cpu)[-1]) + 1
+    assert gpu[:same] == cpu[:same]
+    assert len(gpu) == len(cpu) + LARGEST_PARTS_GPU - LARGEST_PARTS + parts
+    extra = gpu[-parts:]
     assert {c.recipe.part for c in extra} == set(range(1, parts + 1))
     assert {(c.recipe.vocab, c.recipe.batch, c.recipe.drafts) for c in extra} == {(129280, rows, "sampled")}
     assert len({c.seed for c in extra}) == parts
-    (token,) = statistical_cases("quick", device="cuda", law="token")[len(cpu):]
-    assert token.calls == parts and token.recipe.drafts == "fixed"
+    token = statistical_cases("quick", device="cuda", law="token")[-1]
+    assert token.calls == parts and token.recipe.drafts == "fixed" and token.recipe.batch == rows

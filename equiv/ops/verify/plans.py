@@ -16,9 +16,10 @@ Plan. Two kinds of case (``judge.Case``):
   second case at n = 16 with 6000-8192 rows at V 100..400, where the ``side`` score of
   lossless.py sees an acceptance test wrong from a late position on; ``wide`` a second case at
   Gemma's 256000 / 262144 or a prime past ``LARGEST_FROM``, n = 1, 300-512 rows in each of
-  ``LARGEST_PARTS`` recipes that differ in ``part`` (fresh drafts: as the power case): the first
-  ``wide`` case drew 152064 at seed 0, and a residual drawn from its top 1024 tokens only past
-  V = 160000 passed),
+  ``LARGEST_PARTS`` recipes that differ in ``part`` (fresh drafts: as the power case; on a GPU,
+  where rows are cheap, ``LARGEST_PARTS_GPU`` of them): the first ``wide`` case drew 152064 at
+  seed 0, and a residual drawn from its top 1024 tokens only past V = 160000 passed; with three
+  parts on a GPU it passed the gate at seed 0 too, p = 6.9e-7 against a level of 4.8e-7),
   ``many rows`` (4097-8192 rows, a greedy drafter), one slot per family (tiny_q, neginf_zeros,
   bf16_rounded, ties, equal, disjoint, onehot_target), ``joint exact`` (V = 2 or 3, n 4..7,
   2**17+ rows of one problem: the block's joint law is enumerable, judge_more.py); every slot
@@ -61,6 +62,7 @@ _POWER_RECIPE = dict(family="realistic", draft="probs", n=3, vocab=129280, probl
 _PLAN_SALT = 0x5EED
 LARGEST_FROM = 160000                            # the second wide case's vocabularies: Gemma's, primes past this
 LARGEST_PARTS = 3                                # ... in this many calls of its own drafts each
+LARGEST_PARTS_GPU = 8                            # ... and on a GPU (module docstring)
 
 
 def contract_cases(seed: int = 0, start: int = 0) -> list:
@@ -77,9 +79,10 @@ def contract_cases(seed: int = 0, start: int = 0) -> list:
     return cases
 
 
-def _slots(rng_of, scale: int) -> list:
+def _slots(rng_of, scale: int, largest_parts: int = LARGEST_PARTS) -> list:
     """The statistical slots of a plan: ``(purpose, recipe fields)`` each drawn from the space
-    (space.py) with its own seeded generator ``rng_of(i)``; ``scale`` multiplies the rows (full)."""
+    (space.py) with its own seeded generator ``rng_of(i)``; ``scale`` multiplies the rows (full);
+    the second ``wide`` case comes in ``largest_parts`` calls."""
     out = []
 
     def add(purpose, elements_cap, rows, **fields):
@@ -128,7 +131,7 @@ def _slots(rng_of, scale: int) -> list:
     v = int(r.choice(big)) if r.random() < 0.75 else space.draw_prime(r, LARGEST_FROM, 262144)
     rows = space.draw_batch(r, 300, 512)
     fields = dict(family="realistic", n=1, vocab=v, problems=4, draft="probs", **space.draw_layout(r))
-    for part in range(1, LARGEST_PARTS + 1):    # fresh drafts in each part (recipes.py): independent rows
+    for part in range(1, largest_parts + 1):    # fresh drafts in each part (recipes.py): independent rows
         add("wide", 2 ** 28, rows, part=part, **fields)
     return out
 
@@ -151,8 +154,9 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
     def rng_of(i):
         return np.random.default_rng([seed, _PLAN_SALT, i])
 
+    gpu = str(device).startswith("cuda")
     cases, first_part = [], seed
-    for i, (purpose, fields) in enumerate(_slots(rng_of, scale), start):
+    for i, (purpose, fields) in enumerate(_slots(rng_of, scale, LARGEST_PARTS_GPU if gpu else LARGEST_PARTS), start):
         part = fields.get("part", 0)
         first_part = seed + i if part <= 1 else first_part    # parts 2.. share part 1's problems
         if drafts == "fixed":
@@ -162,7 +166,7 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
     i = start + len(cases)
     cases.append(Case(VerifyRecipe(seed=seed + i, **_independence(rng_of(99), scale)), 2, 1000 * (seed + i),
                       purpose="independence"))
-    if str(device).startswith("cuda"):
+    if gpu:
         cases += power_cases(budget, seed, i + 1, law)
     return cases
 
