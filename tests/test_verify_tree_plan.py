@@ -119,6 +119,13 @@ def test_each_hostile_fails_its_slot_with_a_cause(name):
     assert defects and all(d.cause for d in defects)
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_a_top_1024_residual_fails_the_wide_vocab_slot_at_seeds_it_once_passed(seed):
+    # with ~1500 rows (before plans.ROWS_PAST_100K) it passed this slot at plan seeds 3, 4 and 5
+    v = run_judge(_target_only(residual=_top1024), _slot("wide vocab", seed), device="cpu", drafts="topk", spec="top1024")
+    assert not v.passed and "marginal" in [c.name for c in v.failed], v.summary()
+
+
 @pytest.mark.parametrize("purpose", ["deep exact", "peaked", "wide", "small batches"])
 def test_target_only_passes_those_slots(purpose):
     v = run_judge(P.target_only, _slot(purpose), device="cpu", drafts="topk", spec="target_only")

@@ -10,7 +10,7 @@ equiv/ops/verify/space.py): each slot of ``_slots`` names what it is for (``Case
 ``deep exact`` (flat, V 2-3, depth 5-8: the whole text law enumerable), ``peaked`` (top
 probability in [0.9, 1), children's mass in (0, 0.05)), ``wide`` (fan-out 5-8), ``deep`` (depth
 4-8 at V 100-600, ragged truncated or realistic), ``small batches`` (1-63 rows, 8-64 calls),
-``wide vocab`` (V past 100000, ~1500 rows over several calls), ``far`` (flat_far, many
+``wide vocab`` (V past 100000, ~4500 rows over several calls: ``ROWS_PAST_100K``), ``far`` (flat_far, many
 rejections), ``greedy`` (one-hot targets); ``full`` doubles the rows and adds ``tail`` (V ~
 32000-50257, ~4000 rows: the tail test). Batches are never multiples of 32. For ``iid``/``wor``
 every row drafts its own tree, so a call averages over drafts as losslessness asks. Each
@@ -59,6 +59,7 @@ def contract_cases(drafts: str = "topk", seed: int = 0) -> list:
 
 _PLAN_SALT = 0x7EE5
 MAX_FANOUT = 8
+ROWS_PAST_100K = 4500                             # the wide vocab slot's rows, over calls of 65-127
 PAST_100K = tuple(v for v in space.REAL_VOCABS if v > 100000)
 # (vocab, depth) whose whole text law is enumerable: V ** (depth + 1) <= EXHAUSTIVE_MAX_CELLS
 _EXACT_DEEP = ((3, 5), (3, 6), (2, 6), (2, 7), (2, 8))
@@ -104,7 +105,7 @@ def _slots(rng_of, scale: int) -> list:
     v = int(r.choice(PAST_100K)) if r.random() < 0.75 else space.draw_prime(r, 100001, 262144)
     b = _draw_batch(r, 65, 127)
     out.append(("wide vocab", dict(family="realistic", vocab=v, depth=1, fanout=1, nodes=2, batch=b),   # one child:
-                max(1, 1500 // b) * scale))                          # most rows rejected, rows are cheap
+                max(1, ROWS_PAST_100K // b) * scale))               # most rows rejected, rows are cheap
     r = rng_of(6)   # drafts far from the target: many rejections, the residual's law exhaustively
     out.append(("far", dict(family="flat_far", vocab=int(r.integers(3, 6)), depth=2, fanout=int(r.integers(1, 4)),
                             nodes=int(r.integers(3, 8)), batch=_draw_batch(r, 8000, 10000) * scale), 1))
