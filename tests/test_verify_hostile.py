@@ -79,5 +79,6 @@ def test_a_top_1024_residual_fails_the_gpu_plans_largest_vocabularies(seed):
     # level of 4.8e-7 in the whole plan): a GPU plan calls the case in LARGEST_PARTS_GPU parts
     cases = [c for c in statistical_cases("quick", seed=seed, device="cuda") if c.purpose == "wide" and c.recipe.part]
     v = run_judge(H.top_1024_past_160000, cases, device="cuda", spec="h", seed=seed)
-    assert [c.name for c in v.failed] == ["marginal"] and ":wide:position" in v.failed[0].detail
+    failed = {c.name: c.detail for c in v.failed}     # with 8 parts the joint test sees it too
+    assert ":wide:position" in failed.get("marginal", ""), v.summary()
     assert run_judge(H.correct_torch, cases, device="cuda", spec="c", seed=seed).passed
