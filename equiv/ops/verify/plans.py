@@ -79,7 +79,7 @@ def contract_cases(seed: int = 0, start: int = 0) -> list:
     return cases
 
 
-def _slots(rng_of, scale: int, largest_parts: int = LARGEST_PARTS) -> list:
+def _slots(rng_of, scale: int, largest_parts: int) -> list:
     """The statistical slots of a plan: ``(purpose, recipe fields)`` each drawn from the space
     (space.py) with its own seeded generator ``rng_of(i)``; ``scale`` multiplies the rows (full);
     the second ``wide`` case comes in ``largest_parts`` calls."""
