@@ -27,7 +27,7 @@ inputs are not probability vectors), an all-zero ``p_n``.
 
 ``sample`` draws from this very law (inverse CDF, float64); it is the reference *sampler*, a
 built-in path whose only job is to check the statistics of the judge (a judge that fails it is
-flaky); the law itself is checked against exact fractions in tests/test_verify_reference.py.
+flaky); the law itself is checked against exact fractions in tests/ops/verify/test_verify_reference.py.
 """
 from __future__ import annotations
 

@@ -50,8 +50,8 @@ PY
 # 5. The sampling statistic at a GPU-sized sample (~300k tokens): must still pass (the TVD floor).
 step mtp_target_only_large 300 python3 -m equiv mtp --device cuda --consumers target_only --sequences 2048 --rounds 64 --json "$out/mtp_target_only_large.json"
 # 6. The MTP tests, with the cuda-marked one running.
-step mtp_tests 300 python3 -m pytest -q -p no:cacheprovider tests/test_mtp_models.py tests/test_mtp_statistics.py \
-     tests/test_mtp_decoding.py tests/test_mtp_traces.py tests/test_mtp_cli.py -rs
+step mtp_tests 300 python3 -m pytest -q -p no:cacheprovider tests/mtp/test_mtp_models.py tests/mtp/test_mtp_statistics.py \
+     tests/mtp/test_mtp_decoding.py tests/mtp/test_mtp_traces.py tests/mtp/test_mtp_cli.py -rs
 
 for t in "${times[@]}"; do echo "$t"; done | tee "$out/times.txt"
 cat "$out/determinism.txt"

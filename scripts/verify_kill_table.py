@@ -1,6 +1,6 @@
 """Print the verify kill table: for every mutant, legal variant and built-in, the failing checks
 and the defect kinds (one per cause) under both laws, on the quick plan with V capped at
-``--vocab-cap`` (1025: the plan tests/test_verify_mutants.py runs; 0: uncapped, the real gate).
+``--vocab-cap`` (1025: the plan tests/ops/verify/test_verify_mutants.py runs; 0: uncapped, the real gate).
 
     PYTHONPATH=. python3 scripts/verify_kill_table.py [--vocab-cap 1025] [--device cpu]
 """

@@ -30,7 +30,7 @@ def equiv_only_path(tmp_path_factory):
 def _seeded_global_rngs():
     """Every test starts from the same global RNG state, so a test that draws with
     ``torch.randn``/``np.random`` without a generator sees the same numbers on every run (one
-    such draw once failed CI on about one seed in twenty: tests/test_ulp.py)."""
+    such draw once failed CI on about one seed in twenty: tests/ops/draft_topk/test_ulp.py)."""
     import random
 
     import numpy as np

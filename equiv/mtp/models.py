@@ -24,7 +24,7 @@ a cyclic window of a fixed table of normals chosen by hashing (context, depth). 
 the target's argmax where the target is confident and errs where it is open, and its
 confidence falls with depth, as an MTP module's does. ``DRAFT_SIGMA`` is calibrated so that the
 first draft position is accepted by greedy verification with probability 0.875 (DeepSeek-V3's
-published 0.85-0.90 for the second token); ``tests/test_mtp_models.py`` holds it to that range.
+published 0.85-0.90 for the second token); ``tests/mtp/test_mtp_models.py`` holds it to that range.
 
 Hash arithmetic stays below 2**63 (31-bit values times 31-bit multipliers), so it is exact and
 identical on every device; uniforms for stochastic verification are hashed from (seed, row,

@@ -22,7 +22,7 @@ Plan
   the sign test of a randomisation (swap) symmetry (Fisher 1935, "The Design of Experiments",
   ch. 21; Lehmann & Romano, "Testing Statistical Hypotheses", sec. 15.2).
 
-Calibration: tests/test_verify_independence.py and tests/test_verify_joint_law.py (exact
+Calibration: the chain verifier's independence and joint-law tests (exact
 levels on correct samplers), and docs/verify.md ("Rows, calls and the joint law": false
 positives over 1000 seeds, power at total variation 0.02 / 0.05 / 0.1).
 """

@@ -1,5 +1,5 @@
 """Draft top-k candidates each wrong in ONE dimension the gate must reach (issue 34), and correct
-ones that use the freedoms the contract gives. Used by tests/test_draft_contexts.py and
+ones that use the freedoms the contract gives. Used by tests/ops/draft_topk/test_draft_contexts.py and
 scripts/draft_hostile_table.py.
 
 Each wrong one is an ordinary bug of a real kernel, right everywhere else:

@@ -1,6 +1,6 @@
 """Candidates that are wrong only where a fixed [4, V] check never looks, and correct ones written
-the way users write them (float64 topk_p, non-contiguous outputs). Used by tests/test_coverage.py
-and tests/test_output_contract.py."""
+the way users write them (float64 topk_p, non-contiguous outputs). Used by tests/ops/draft_topk/test_coverage.py
+and tests/ops/draft_topk/test_output_contract.py."""
 import torch
 
 

@@ -7,7 +7,7 @@ bug_class, description, the k it is judged at). ``LEGAL_VARIANTS`` are implement
 differ from the baseline where the contract allows it (exact ties broken toward the last index,
 float64 arithmetic): the suite must pass them, or it is raising false alarms.
 
-``tests/test_mutants.py`` proves the suite kills every mutant under the ``ci`` profile and
+``tests/ops/draft_topk/test_mutants.py`` proves the suite kills every mutant under the ``ci`` profile and
 passes every legal variant; docs/property-suite.md has the kill table.
 """
 from __future__ import annotations
@@ -360,7 +360,7 @@ def float64_compute(logits, k):
 # -- GPU-only mutants (issue 14): bugs the CPU property suite cannot see -------------------------
 # They answer every single call correctly, so the suite passes them; the GPU probes of
 # equiv/ops/draft_topk/gpu_probes.py (properties/test_gpu.py) kill them. ``GPU_MUTANTS`` keeps them out of the
-# CPU kill table of tests/test_mutants.py.
+# CPU kill table of tests/ops/draft_topk/test_mutants.py.
 GPU_MUTANTS: dict[str, Mutant] = {}
 _STATIC_OUT: dict = {}
 

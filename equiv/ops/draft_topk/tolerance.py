@@ -31,7 +31,7 @@ terms errs by at most d u relative, d the depth of the additions behind the resu
 tree (d = log2 V <= 18), SIMD lanes or blocks stay under the floor; a single accumulator over the
 row (d = V - 1) does not, and is not meant to: measured 1.1e-5 on gaussian rows at V = 129280
 (a regression) and 1.7e-3 on dominant rows at V = 151936 (over rtol, the size of bfloat16
-rounding). ``tests/test_tolerance_claims.py`` shows both.
+rounding). ``tests/ops/draft_topk/test_tolerance_claims.py`` shows both.
 """
 from __future__ import annotations
 

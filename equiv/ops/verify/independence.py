@@ -18,7 +18,7 @@ rows of one tree (equiv/ops/verify_tree/judge.py); ``independence_check`` is the
 judges file, named by cause. Two outputs *match* when every position is equal. A test fails when its p-value is under its
 share of ``INDEPENDENCE_ALPHA`` (Bonferroni over the tests) AND the match rates differ by more
 than ``GAP_FLOOR``. Correct samplers with different random streams pass (the test asks only
-that the draws be independent); tests/test_verify_independence.py holds the level and the kill.
+that the draws be independent); tests/ops/verify/test_verify_independence.py holds the level and the kill.
 """
 from __future__ import annotations
 

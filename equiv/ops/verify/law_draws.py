@@ -19,7 +19,7 @@ The drawn laws are computed once per (problem, position) -- and per draft token 
 drafter -- and kept for the sampler's life, so a row costs a binary search. What differs from
 the device sampler is arithmetic only: float64 here where ``torch_sampler`` compares float32
 ratios. A judge run on these draws is the judge's run on that law; ``tv = 0`` runs check this
-module (the judge passes them at its false-positive rate: tests/test_verify_calibration.py).
+module (the judge passes them at its false-positive rate: tests/ops/verify/test_verify_calibration.py).
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ treats each draft as one-hot, which is lossless (only slower), and ``ratio_in_fl
 only drafts with ``q < 2**-25``, at most ``V * 2**-25`` (0.4 % at V = 129280) of the draft mass,
 which no draw budget of the gate sees; the token law catches both.
 
-``tests/test_verify_mutants.py`` runs the quick gate on every mutant and variant; docs/verify.md
+``tests/ops/verify/test_verify_mutants.py`` runs the quick gate on every mutant and variant; docs/verify.md
 has the kill table.
 """
 from __future__ import annotations

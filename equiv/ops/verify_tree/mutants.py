@@ -3,7 +3,7 @@
 Plan. Each mutant is a built-in (paths.py) with one deliberate bug, declaring the construction its
 original declares, so the gate judges it where its original passes (``equiv gate --op
 verify_tree --candidate equiv.ops.verify_tree.mutants:NAME``). ``MUTANTS`` maps the name to
-``(function, bug class, the check expected to kill it)``; tests/test_verify_tree_mutants.py and
+``(function, bug class, the check expected to kill it)``; tests/ops/verify_tree/test_verify_tree_mutants.py and
 docs/verify_tree.md show each killed, with the cause the diagnosis names.
 
 | name | bug | original |

@@ -18,8 +18,10 @@ from equiv.ops.verify.paths import block_verification, torch_sampler
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.stats.joint import swap_sign_test
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "candidates"))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+sys.path.insert(0, os.path.join(TESTS, "candidates"))
 import verify_hostile as H  # noqa: E402
+
 
 CASE = Case(VerifyRecipe(family="realistic", seed=2, batch=611, n=3, vocab=40, problems=1, drafts="fixed",
                          pad=3), 2, 500, purpose="independence")

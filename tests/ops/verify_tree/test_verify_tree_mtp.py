@@ -18,8 +18,10 @@ from equiv.mtp import SyntheticLM, decode, run_mtp
 from equiv.ops import ROLES, get_op
 from equiv.ops.draft_topk.paths import get_path
 
+
 SIZES = dict(consumers="tree", paths="softmax_topk", vocab=1024, sequences=32, rounds=8, device="cpu")
-FILE = os.path.join(os.path.dirname(__file__), "candidates", "tree_verifiers.py")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+FILE = os.path.join(TESTS, "candidates", "tree_verifiers.py")
 MUTANTS = "equiv.ops.verify_tree.mutants"
 
 

@@ -26,9 +26,11 @@ from equiv.ops.verify_tree.recipes import TreeRecipe
 
 from test_verify_tree_judge import small_cases
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+HERE = TESTS
 sys.path.insert(0, os.path.join(HERE, "candidates"))
 import tree_verifiers_random as R  # noqa: E402
+
 
 SPEC = os.path.join(HERE, "candidates", "tree_verifiers_random.py")
 

@@ -16,6 +16,7 @@ from equiv.ops.verify.judge import Case, run_judge
 from equiv.ops.verify.paths import torch_sampler
 from equiv.ops.verify.recipes import VerifyRecipe
 
+
 RECIPE = VerifyRecipe(family="realistic", seed=1, batch=64, n=3, vocab=33, problems=4)
 
 
@@ -117,7 +118,8 @@ def test_drawn_tokens_fit_their_law_for_a_correct_sampler_and_not_for_a_biased_o
     assert fits(swapped)[1] is False
 
 
-VERIFIERS = os.path.join(os.path.dirname(__file__), "candidates", "verifiers.py")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+VERIFIERS = os.path.join(TESTS, "candidates", "verifiers.py")
 
 
 @pytest.mark.parametrize("fn, message", [

@@ -29,7 +29,9 @@ from equiv.options import RunOptions
 from equiv.run import runner_for
 from equiv.run.context import CONTEXTS, InputWritten, Rotating, available, call_in, check_context
 
-HERE = os.path.join(os.path.dirname(__file__), "candidates", "draft_contexts.py")
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+HERE = os.path.join(TESTS, "candidates", "draft_contexts.py")
 
 
 def spec(name: str) -> str:

@@ -33,7 +33,9 @@ from equiv.errors import InvalidArgument
 from equiv.ops.draft_topk.gate import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES
 
-DODGERS = os.path.join(os.path.dirname(__file__), "candidates", "shape_dodgers.py")
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+DODGERS = os.path.join(TESTS, "candidates", "shape_dodgers.py")
 
 
 @pytest.mark.parametrize("dtypes", [("float32",), ("float32", "bfloat16"), ("float32", "bfloat16", "float16")])

@@ -86,7 +86,7 @@ def test_the_calibration_script_judges_host_law_draws_and_refuses_bad_parts(tmp_
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     script = root / "scripts" / "verify_gpu_calibration.py"
     env = {**os.environ, "PYTHONPATH": str(root)}
     run = [sys.executable, str(script), "--out", str(tmp_path), "--device", "cpu", "--draws", "law",

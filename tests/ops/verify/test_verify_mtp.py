@@ -12,9 +12,11 @@ import os
 from equiv.cli import main
 from equiv.mtp import run_mtp
 
+
 SIZES = dict(consumers="target_only", paths="softmax_topk", vocab=1024, sequences=32, rounds=8,
              device="cpu")
-VERIFIERS = os.path.join(os.path.dirname(__file__), "candidates", "verifiers.py")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+VERIFIERS = os.path.join(TESTS, "candidates", "verifiers.py")
 
 
 def test_a_correct_verifier_matches_the_built_in_numbers():

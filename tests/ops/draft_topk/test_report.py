@@ -9,6 +9,7 @@ synthetic rows, so it costs nothing). The CLI's exit codes are checked in a subp
 """
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from equiv.ops.draft_topk.report.rows import Report, report_rows
 from equiv.figures import PAGE_WIDTH_PX, figure_png, png_size
 from equiv.ops.draft_topk.report.html import LIST_LIMIT, error_figure
 
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
 HOSTILE = '<script>alert("owned")</script><img src=x onerror=alert(1)> & </td></table>'
 
 
@@ -185,7 +187,7 @@ def test_report_cli_exit_codes(tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     assert ok.returncode == 0 and data["rows"] and data["provenance"]["command"].startswith("equiv report")
     bad = run("--vocab", "1025", "--batch", "2", "--families", "gaussian", "--device", "cpu",
-              "--paths", f"{__file__.rsplit('/', 1)[0]}/candidates/misbehaving.py:raises")
+              "--paths", f"{TESTS}/candidates/misbehaving.py:raises")
     assert bad.returncode == 1 and "FAIL contract" in bad.stdout
     for args, needle in ((("--vocab", "0"), "vocab=0 is invalid"), (("--families", "gauss"), "did you mean"),
                          (("--mtp-json", str(tmp_path / "none.json")), "is not an `equiv mtp --json` file")):

@@ -11,7 +11,7 @@ failing recipe, REPRO), built here from a few recipes, so each test costs a seco
 - the outputs: frozen ``Defect`` with ``to_json``, the console block leads with "N defects", one
   JUnit test case per defect, every defect has a REPRO line that replays its trigger alone;
 - the deadline stops new calls and lists what was left, never a guess.
-The whole zoo against its expected kinds is ``tests/test_diagnose_zoo.py``.
+The whole zoo against its expected kinds is ``tests/ops/draft_topk/test_diagnose_zoo.py``.
 """
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-HERE = os.path.dirname(__file__)
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+HERE = TESTS
 
 
 def cli(*args, timeout=600):

@@ -18,8 +18,10 @@ import pytest
 from equiv.ops.verify.judge import run_judge
 from equiv.ops.verify.plans import statistical_cases
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "candidates"))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+sys.path.insert(0, os.path.join(TESTS, "candidates"))
 import verify_hostile as H  # noqa: E402
+
 
 # name: (the purposes whose case must catch it, a purpose whose case must not)
 WHERE = {

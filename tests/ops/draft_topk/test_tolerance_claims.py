@@ -14,7 +14,9 @@ import pytest
 
 from equiv import Recipe, compare
 
-CANDIDATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidates", "summation.py")
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+CANDIDATES = os.path.join(TESTS, "candidates", "summation.py")
 
 
 @pytest.mark.parametrize("family, vocab", [("gaussian", 129280), ("zipf", 151936), ("dominant", 151936)])

@@ -23,7 +23,9 @@ from equiv.ops.verify.judge import run_judge
 from equiv.ops.verify.paths import block_keep_probabilities, block_residual, block_verification, block_weights
 from equiv.ops.verify.plans import plan
 
-HERE = os.path.dirname(__file__)
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+HERE = TESTS
 
 
 def test_block_verification_emits_the_target_law_exactly():

@@ -20,7 +20,9 @@ from equiv.ops.draft_topk.compare import _contract, underflow_atol
 from equiv.ops.draft_topk.recipes import Recipe
 from equiv.run.timeouts import limit_seconds
 
-HERE = os.path.dirname(__file__)
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+HERE = TESTS
 DODGERS = os.path.join(HERE, "candidates", "shape_dodgers.py")
 WELL_WRITTEN = ("float64_probabilities", "transposed_outputs", "strided_outputs")
 

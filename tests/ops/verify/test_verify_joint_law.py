@@ -22,8 +22,10 @@ from equiv.ops.verify.paths import block_verification, torch_sampler
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.stats.joint import table_test
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "candidates"))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
+sys.path.insert(0, os.path.join(TESTS, "candidates"))
 import verify_hostile as H  # noqa: E402
+
 
 EXACT = Case(VerifyRecipe(family="realistic", seed=11, batch=2 ** 17 + 77, n=4, vocab=3, problems=1, noise=0.55,
                           drafts="sampled", part=1), 1, 700, statistical=True, purpose="joint exact")
