@@ -5,6 +5,14 @@ process for our own (``spec.trusted``) or a callable the API was handed. A built
 up in its operation's table; a module or file is imported and the attribute (dotted, for
 ``mod:Class.method``) resolved; the operation checks the signature. Every failure raises
 ``CandidateLoadError`` naming the spec and saying what to fix.
+
+A file is imported as Python runs a script: its own folder comes first on ``sys.path`` (before
+the working folder the caller's path puts first), so ``from reference import helper`` in
+``path/to/mine.py`` finds its sibling ``reference.py`` even when run from a folder that has a
+``reference/`` package (the project's root, or a user's repository with one). A module already
+imported keeps its place (``sys.modules``): in the worker that is ``equiv`` (whose own oracle is
+``equiv.reference``) and its dependencies, so a sibling named ``torch.py`` or ``equiv.py`` is not
+what the file gets.
 """
 from __future__ import annotations
 
@@ -66,6 +74,7 @@ def resolve_callable(spec):
 def _load_file(spec):
     if not os.path.isfile(spec.target):
         raise CandidateLoadError(f"candidate {spec.text!r}: no file {spec.target!r}; check the path")
+    _folder_first(os.path.dirname(spec.target))
     mod_name = "equiv_candidate_" + os.path.splitext(os.path.basename(spec.target))[0]
     loader_spec = importlib.util.spec_from_file_location(mod_name, spec.target)
     module = importlib.util.module_from_spec(loader_spec)
@@ -76,6 +85,11 @@ def _load_file(spec):
         raise CandidateLoadError(
             f"candidate {spec.text!r}: importing {spec.target!r} raised {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def _folder_first(folder: str) -> None:
+    """``folder`` first on ``sys.path``, as a script's own folder is (module docstring)."""
+    sys.path[:] = [folder] + [p for p in sys.path if os.path.abspath(p or os.curdir) != folder]
 
 
 def _load_module(spec):
