@@ -1,12 +1,19 @@
-"""The README says what the code does.
+"""The README says what the code does, in at most 300 lines.
 
 Plan: every usage line of the README's "Usage" block names exactly the options that the
 subcommand's ``--help`` lists (and the pytest line exactly the plugins' ``--equiv-*`` options);
 the sample ``equiv check`` output is the output of that command today; the family list is
-``equiv.FAMILIES``; no file cites a DESIGN.md, which the repository does not hold.
+``equiv.FAMILIES``; the set-up block is the install that CI runs (``.ci/run``), and the suite's
+command is CI's; every other command the README shows runs, with the exit code it states (``#
+exit N`` beside it; 0 when none), in a fresh folder holding the files the README shows
+(each fenced ``python`` block that opens with ``# NAME.py``): the indented ``equiv``/``pytest``
+lines and the CI job's ``run: equiv ...`` steps. A command that differs from another only by
+its output files (``--json F``, ``--junit F``) runs once, as the longer one, and its files must
+be written. No file cites a DESIGN.md, which the repository does not hold.
 """
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -17,11 +24,18 @@ from equiv.cli import COMMANDS, build_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+CI = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+COMMAND = re.compile(r"^(?:    |\s*- run: )((?:[A-Z_]+=\S+ )*(?:equiv|pytest|python -m pytest) (?!\S+: ).*)$", re.M)
+OUTPUTS = ("--json", "--junit")
+
+
+def _usage_block() -> str:
+    paragraphs = README.split("## Usage", 1)[1].split("\n\n")
+    return next(p for p in paragraphs if p.startswith("    equiv "))
 
 
 def _usage_lines() -> dict:
-    paragraphs = README.split("## Usage", 1)[1].split("\n\n")
-    block = next(p for p in paragraphs if p.startswith("    equiv "))
+    block = _usage_block()
     entries, current = {}, None
     for line in block.splitlines():
         words = line.split()
@@ -88,3 +102,72 @@ def test_no_file_cites_a_missing_design_doc():
                     with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
                         assert "DESIGN.md" not in fh.read(), os.path.join(dirpath, f)
     assert "DESIGN.md" not in README
+
+
+def test_the_readme_is_at_most_300_lines():
+    assert len(README.splitlines()) <= 300
+
+
+def test_setup_is_what_ci_installs_and_runs():
+    setup = README.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    shown = [line.strip() for line in setup.splitlines() if line.startswith("    pip install ")]
+    ci = [re.sub(r"^python3 -m (pip install) -q ", r"\1 ", line.split("#")[0].strip())
+          for line in CI.splitlines() if line.startswith("python3 -m pip install")]
+    assert shown == ci
+    assert _suite_command() in setup
+
+
+def _suite_command() -> str:
+    line = next(line for line in CI.splitlines() if "-m pytest" in line)
+    return line.strip().replace("python3 ", "python ")
+
+
+def _fenced_files() -> dict:
+    files = {}
+    for body in re.findall(r"```python\n(.*?)```", README, re.S):
+        first = body.splitlines()[0]
+        if re.fullmatch(r"# [\w.]+\.py", first):
+            files[first[2:]] = body
+    return files
+
+
+def _shown_commands() -> dict:
+    """Each command the README shows (usage lines and CI's suite command aside) -> the exit code
+    it states; of commands that differ only by output files, the longer."""
+    usage = set(_usage_block().splitlines())
+    found = {}
+    for m in COMMAND.finditer(re.sub(r"\\\n\s*", " ", README)):        # a line ending in \ goes on
+        if m.group(0) in usage or m.group(1).strip() == _suite_command():
+            continue
+        text, _, comment = m.group(1).partition("#")
+        code = re.search(r"exit (\d+)", comment)
+        found[text.strip()] = int(code.group(1)) if code else 0
+
+    def core(command):
+        words = shlex.split(command)
+        return tuple(w for i, w in enumerate(words) if w not in OUTPUTS and (i == 0 or words[i - 1] not in OUTPUTS))
+
+    longest = {}
+    for command in found:
+        if core(command) not in longest or len(command) > len(longest[core(command)]):
+            longest[core(command)] = command
+    return {c: found[c] for c in longest.values()}
+
+
+def test_the_readme_shows_commands_and_files():
+    assert "kernel.py" in _fenced_files() and len(_shown_commands()) >= 6, _shown_commands()
+
+
+@pytest.mark.parametrize("command", sorted(_shown_commands()))
+def test_every_command_the_readme_shows_runs(command, tmp_path):
+    for name, body in _fenced_files().items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    out = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=1200)
+    assert out.returncode == _shown_commands()[command], out.stdout[-3000:] + out.stderr[-3000:]
+    words = shlex.split(command)
+    for i, word in enumerate(words[:-1]):
+        if word in OUTPUTS:
+            assert (tmp_path / words[i + 1]).stat().st_size > 0, words[i + 1]
