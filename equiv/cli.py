@@ -2,8 +2,11 @@
 
 Conventions, the same in every subcommand:
 - exit codes: 0 pass, 1 a check failed, 2 bad usage, an unloadable candidate or an output that
-  cannot be written (one line on stderr, no traceback, before any work), 130 on SIGINT and 143
-  on SIGTERM (no output file half-written: ``equiv.atomic``; the suite's subprocesses killed);
+  cannot be written (one line on stderr, no traceback, before any work), 3 not judged (the
+  machine or the harness failed, not the candidate: out of memory while equiv built or moved
+  the data, or in a call the device's free memory could not hold, a device busy or lost, a
+  harness time-out; one line says which, ``equiv.run.faults``), 130 on SIGINT and 143 on
+  SIGTERM (no output file half-written: ``equiv.atomic``; the suite's subprocesses killed);
 - ``--version``; ``-q`` (no progress, no notes) and ``-v`` (more of each failure), before or
   after the subcommand; ``--json FILE`` (``-`` or no FILE: standard output); progress bars on
   stderr only when it is a terminal (``equiv.console``); a closed stdout pipe ends quietly.
@@ -22,8 +25,12 @@ import threading
 from equiv._version import __version__
 from equiv.console import Console
 from equiv.errors import UsageError
+from equiv.run import faults
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_JUDGED = 0, 1, 2, 3
+EPILOG = ("exit codes: 0 pass; 1 a check failed (a defect of the candidate); 2 bad usage or an "
+          "unloadable candidate; 3 not judged (the machine or the harness failed, not the candidate: "
+          "out of memory, a device busy or lost, a harness time-out; re-run); 130 SIGINT; 143 SIGTERM")
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 COMMANDS = ("paths", "check", "report", "gate", "mtp", "bench", "selftest")
 
@@ -45,7 +52,8 @@ def _verbosity_options(parser, default) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="equiv", description="Numerical-equivalence checks for draft top-k paths.")
+    parser = _Parser(prog="equiv", description="Numerical-equivalence checks for draft top-k paths.",
+                     epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"equiv {__version__}")
     _verbosity_options(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -80,6 +88,16 @@ def _end_now(code: int, console: Console) -> None:
         os._exit(code)
 
 
+def _not_judged(code: int, lines, command: str, console: Console) -> int:
+    """``code``, or ``EXIT_NOT_JUDGED`` with one line on stderr when a command that did not pass
+    met the machine's failures (``lines``); a gate's own verdict already says so (code 3)."""
+    if code != EXIT_FAIL or not lines:
+        return code
+    console.error(f"equiv {command}: NOT JUDGED: {lines[0]} (the machine or the harness failed, not the "
+                  f"candidate; re-run when the device is free)")
+    return EXIT_NOT_JUDGED
+
+
 def main(argv=None) -> int:
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -98,17 +116,26 @@ def _main(argv) -> int:
         args = build_parser().parse_args(argv)
         console = Console(args.verbose - args.quiet, json_to_stdout=getattr(args, "json_out", None) == "-")
         args.console = console
+        start = faults.mark()
         try:
-            code = int(args.run(args))
+            code = _not_judged(int(args.run(args)), faults.since(start), args.command, console)
         except UsageError as exc:
-            console.error(f"equiv {args.command}: error: {exc}")
-            code = EXIT_USAGE
+            if isinstance(exc, MemoryError):     # the device cannot hold the calls now: not judged
+                code = _not_judged(EXIT_FAIL, [str(exc)], args.command, console)
+            else:
+                console.error(f"equiv {args.command}: error: {exc}")
+                code = EXIT_USAGE
         except KeyboardInterrupt:
             console.error(f"equiv {args.command}: interrupted")
             code = EXIT_SIGINT
         except Terminated:
             console.error(f"equiv {args.command}: terminated")
             code = EXIT_SIGTERM
+        except Exception as exc:                 # the machine's failure in this process: one line
+            line = faults.harness_fault(exc, "in this process")
+            if line is None:
+                raise
+            code = _not_judged(EXIT_FAIL, [line], args.command, console)
         sys.stdout.flush()
     except BrokenPipeError:                      # `equiv ... | head`: the reader has what it wanted
         console.close_stdout()

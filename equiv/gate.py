@@ -2,18 +2,23 @@
 
 Plan. Every argument is checked once, into ``RunOptions``, before any work; the operation comes
 from the registry (``equiv.ops.get_op``) and its own gate plan runs (``Op.gate``: the ``gate.py``
-of the op's folder under ``equiv/ops/``). The
-result is ``equiv.verdict.GateResult`` for every op, so the summary, ``--json`` and ``--junit``
-outputs are one format.
+of the op's folder under ``equiv/ops/``). The result is ``equiv.verdict.GateResult`` for every
+op, so the summary, ``--json`` and ``--junit`` outputs are one format. Whatever op it is, a gate during which the machine or the harness failed
+(``equiv.run.faults``: a call's outcome ``not_judged`` in any runner of this process or of the
+property suite's, or out of memory / a device lost raised in this process) is NOT JUDGED
+(``equiv.verdict.not_judged_result``, exit code 3), never PASS and never the candidate's defect.
 """
 from __future__ import annotations
+
+import time
 
 from equiv.mtp.stage import mtp_checks
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
+from equiv.run import faults
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.validation import check_choice, check_choices
-from equiv.verdict import GateResult
+from equiv.verdict import GateResult, not_judged_result
 
 __all__ = ["GateResult", "run_gate"]
 
@@ -40,6 +45,16 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     options = RunOptions.make(candidate, op=the_op.name, k=k, device=device, dtypes=dtypes, budget=budget,
                               seed=seed, timeout=timeout, **op_options)
     stages = tuple(check_choices("stages", stages, the_op.stages)) if stages else the_op.stages
-    return the_op.gate(options, stages=stages, vocab=vocab, progress=progress, feature_stages=FEATURE_STAGES)
+    start, t0 = faults.mark(), time.perf_counter()
+    try:
+        result = the_op.gate(options, stages=stages, vocab=vocab, progress=progress, feature_stages=FEATURE_STAGES)
+    except Exception as exc:
+        line = faults.harness_fault(exc, "in the gate's process")
+        if line is None:
+            raise
+        result = GateResult(candidate=str(options.spec or candidate), passed=False, checks=(), k=tuple(options.ks),
+                            device=str(options.device), dtypes=tuple(options.dtypes), budget=budget, seed=seed,
+                            duration_s=time.perf_counter() - t0, op=the_op.name, not_judged=(line,))
+    return not_judged_result(result, faults.since(start))
 
 

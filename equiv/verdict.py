@@ -5,13 +5,24 @@ ran (calls, coverage per dimension) and the diagnosis (defects by cause) behind 
 ``summary()`` prints it for people, ``to_json()`` for machines, ``to_junit()`` for CI. Nothing
 here knows an operation: an op fills the fields, and ``finish_stages`` decides the verdict the
 same way for all (PASS only when some stage ran an effective check and every check passed).
+
+Three verdicts (``VERDICTS``), each with its exit code (``EXIT_CODES``): ``pass``, ``fail`` (a
+defect of the candidate) and ``not judged`` (the machine or the harness failed: ``not_judged``
+holds the lines that say how, ``equiv.run.faults``). ``not_judged_result`` turns a result into
+the third: never PASS, never a defect of the candidate (its diagnosis is dropped), its failed
+checks reported as errors, not failures.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from equiv.checks import NamedChecks, Stage
 from equiv.junit import junit_xml
+
+VERDICTS = ("pass", "fail", "not judged")
+EXIT_CODES = {"pass": 0, "fail": 1, "not judged": 3}
+NOT_JUDGED_NOTE = ("this is not a verdict on the candidate: the machine or the harness failed; "
+                   "re-run when the device is free (the failed checks below are not its defects)")
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,16 @@ class GateResult:
     coverage: dict = field(default_factory=dict)  # per dimension, the classes covered (the op's space)
     coverage_lines: tuple = ()                    # the same as a table for the console (the op writes it)
     takes_k: bool = False                         # judged at k values and dtypes (the summary names them)
+    not_judged: tuple = ()                        # why it was not judged (lines); empty: judged
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``fail`` or ``not judged`` (module docstring)."""
+        return "not judged" if self.not_judged else "pass" if self.passed else "fail"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
 
     @property
     def failed(self) -> NamedChecks:
@@ -42,7 +63,8 @@ class GateResult:
         return next(s for s in self.stages if s.name == name)
 
     def to_json(self) -> dict:
-        return {"op": self.op, "candidate": self.candidate, "passed": self.passed, "k": list(self.k),
+        return {"op": self.op, "candidate": self.candidate, "verdict": self.verdict, "passed": self.passed,
+                **({"not_judged": list(self.not_judged)} if self.not_judged else {}), "k": list(self.k),
                 "device": self.device,
                 "dtypes": list(self.dtypes), "budget": self.budget, "seed": self.seed,
                 "duration_s": round(self.duration_s, 3), "calls": self.calls,
@@ -53,12 +75,15 @@ class GateResult:
 
     def summary(self, shown_per_stage: int = 2) -> str:
         """Compact verdict: a line per stage, then the first failures of each with evidence."""
-        verdict = "PASS" if self.passed else "FAIL"
+        verdict = self.verdict.upper()
         ks = ",".join(map(str, self.k))
         what = (f"k={ks}, {self.device}, {'/'.join(self.dtypes)}" if self.takes_k
                 else f"op {self.op}, {self.device}")
         lines = [f"equiv gate: {self.candidate} ({what}, budget {self.budget}, seed {self.seed}): "
                  f"{verdict} in {self.duration_s:.1f} s"]
+        if self.not_judged:
+            more = f" (+{len(self.not_judged) - 1} more)" if len(self.not_judged) > 1 else ""
+            lines += [f"  NOT JUDGED: {self.not_judged[0]}{more}", f"  {NOT_JUDGED_NOTE}"]
         if self.diagnosis is not None and not self.passed:
             lines += [self.diagnosis.summary(), "checks:"]
         stage_names = {s.name for s in self.stages}
@@ -71,7 +96,8 @@ class GateResult:
                              f"{st.status}: {st.why}")
                 continue
             failed = [c for c in self.failed if c.stage == st.name]
-            line = f"  {st.status if st.status == 'FAIL' else 'pass':<4} {st.name:<11} {st.passed}/{st.total} checks passed"
+            status = ("ERR" if self.not_judged else "FAIL") if st.status == "FAIL" else "pass"
+            line = f"  {status:<4} {st.name:<11} {st.passed}/{st.total} checks passed"
             if failed:
                 names = [c.subject or c.name for c in failed]
                 more = f", +{len(names) - 6} more" if len(names) > 6 else ""
@@ -96,6 +122,15 @@ class GateResult:
     def to_junit(self) -> str:
         return junit_xml(self)
 
+
+
+def not_judged_result(result: GateResult, lines) -> GateResult:
+    """``result`` as NOT JUDGED because of ``lines`` (module docstring); ``result`` itself when
+    there are none."""
+    lines = tuple(dict.fromkeys(str(x) for x in lines))
+    if not lines:
+        return result
+    return replace(result, passed=False, not_judged=lines, diagnosis=None)
 
 
 def finish_stages(done: list, asked, every, checks) -> tuple[tuple, bool]:

@@ -9,7 +9,8 @@ exit N`` beside it; 0 when none), in a fresh folder holding the files the README
 (each fenced ``python`` block that opens with ``# NAME.py``): the indented ``equiv``/``pytest``
 lines and the CI job's ``run: equiv ...`` steps. A command that differs from another only by
 its output files (``--json F``, ``--junit F``) runs once, as the longer one, and its files must
-be written. No file cites a DESIGN.md, which the repository does not hold.
+be written. scripts/citizen_check.sh gates the README's kernel. No file cites a DESIGN.md, which
+the repository does not hold.
 """
 import os
 import re
@@ -171,3 +172,12 @@ def test_every_command_the_readme_shows_runs(command, tmp_path):
     for i, word in enumerate(words[:-1]):
         if word in OUTPUTS:
             assert (tmp_path / words[i + 1]).stat().st_size > 0, words[i + 1]
+
+
+def test_the_citizen_check_gates_the_readme_s_kernel():
+    """scripts/citizen_check.sh runs the README's gates from a wheel in an unrelated project:
+    on the kernel the README shows."""
+    script = open(os.path.join(ROOT, "scripts", "citizen_check.sh"), encoding="utf-8").read()
+    theirs = script.split('cat >"$project/kernel.py" <<\'EOF\'\n', 1)[1].split("\nEOF\n", 1)[0]
+    ours = _fenced_files()["kernel.py"].split("\n", 1)[1]
+    assert theirs.strip() == ours.strip()

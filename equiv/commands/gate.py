@@ -1,4 +1,5 @@
-"""``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage)."""
+"""``equiv gate``: the pre-merge gate (exit 0 pass, 1 a check failed, 2 bad usage, 3 not judged:
+the machine or the harness failed, not the candidate; ``equiv.verdict.EXIT_CODES``)."""
 from __future__ import annotations
 
 from equiv.atomic import atomic_write
@@ -9,7 +10,10 @@ from equiv.ops import get_op, op_names
 
 
 def add_parser(sub):
-    p = sub.add_parser("gate", help="pre-merge gate: every stage of the operation's plan on one candidate")
+    p = sub.add_parser("gate", help="pre-merge gate: every stage of the operation's plan on one candidate",
+                       epilog="exit codes: 0 PASS; 1 FAIL (a defect of the candidate); 2 bad usage or an "
+                              "unloadable candidate; 3 NOT JUDGED (the machine or the harness failed: out of "
+                              "memory, a device busy or lost, a harness time-out; re-run); 130 SIGINT; 143 SIGTERM")
     p.add_argument("--candidate", required=True, metavar="SPEC",
                    help="built-in path name, package.module:function or path/to/file.py:function "
                         "(relative to the current folder)")
@@ -46,4 +50,4 @@ def run(args) -> int:
     write_json(args, result.to_json())
     if args.junit_file:
         atomic_write(args.junit_file, result.to_junit())
-    return 0 if result.passed else 1
+    return result.exit_code

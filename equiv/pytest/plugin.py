@@ -20,7 +20,11 @@ Options (defaults are ``None`` so that "given" can be told from "left alone"):
 - ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
   property ``batch_invariance`` then requires bitwise-equal answers in every batch).
 - ``--equiv-report-json FILE``: write one record per test (nodeid, property, outcome, duration,
-  message, counterexample, repro, examples) to FILE when the session ends.
+  message, counterexample, repro, examples) to FILE when the session ends. A test during which
+  the machine or the harness failed (``equiv.run.faults``: out of memory, a device busy or lost,
+  a harness time-out) has the outcome ``not judged`` and its lines under ``not_judged``; the
+  document's ``not_judged`` lists every such line of the run (the gate's verdict is then NOT
+  JUDGED). Without pytest-xdist: a worker's notes stay in its process.
 In an equiv run, the Hypothesis profiles ``equiv-dev``, ``equiv-ci`` and ``equiv-nightly`` are
 registered; ``HYPOTHESIS_PROFILE`` picks one (default ``equiv-dev``), but a profile the host
 already loaded (or ``--hypothesis-profile``) is never replaced; equiv's properties still run
@@ -43,6 +47,7 @@ from equiv.atomic import check_outputs, write_json
 from equiv.errors import UsageError
 from equiv.ops import all_options, get_op, op_names
 from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, RunOptions
+from equiv.run import faults
 from equiv.validation import check_choices
 
 REQUIREMENTS = ("batch-invariant",)
@@ -277,6 +282,7 @@ class JsonReport:
         self.config = config
         self.path = path
         self.records: dict = {}
+        self.marks: dict = {}                    # nodeid -> faults.mark() at its setup
 
     def pytest_runtest_logreport(self, report):
         rec = self.records.setdefault(report.nodeid, {
@@ -284,6 +290,8 @@ class JsonReport:
             "message": None, "counterexample": None, "repro": None, "examples": None,
             "first_failure": None})
         rec["duration"] = round(rec["duration"] + float(report.duration or 0.0), 4)
+        if report.when == "setup":
+            self.marks[report.nodeid] = faults.mark()
         for key, value in report.user_properties:
             if key.startswith("equiv_"):
                 rec[key[len("equiv_"):]] = value
@@ -301,6 +309,9 @@ class JsonReport:
                 rec["message"] = _first_lines(str(report.longrepr))
         if hasattr(report, "wasxfail") and report.wasxfail:
             rec["xfail_reason"] = report.wasxfail
+        lines = faults.since(self.marks.get(report.nodeid, faults.mark()))
+        if lines and report.when == "call" and report.failed:   # the machine's failure, not the candidate's
+            rec["outcome"], rec["not_judged"] = "not judged", lines
 
     def pytest_sessionfinish(self, session, exitstatus):
         from hypothesis import settings
@@ -313,5 +324,5 @@ class JsonReport:
         options = {name: option(self.config, f"equiv_{name}")
                    for name in ("op", "candidate", "device", "dtype", "k", "budget")}
         doc = {"exitstatus": int(exitstatus), "profile": settings.get_current_profile_name(),
-               "options": options, "counts": counts, "tests": tests}
+               "options": options, "counts": counts, "tests": tests, "not_judged": faults.since(0)}
         write_json(self.path, doc)

@@ -14,6 +14,10 @@ Plan of ``invoke`` (one call)
    asynchronous kernel fault surfaces there too), and the outputs of the last ``KEEP_OUTPUTS``
    calls: a candidate that hands out views of buffers it recycles overwrites them now.
 4. Move the outputs to the host (``equiv.run.outcome.to_host``).
+The machine's failures are not the candidate's (``equiv.run.faults``): out of memory, a device
+busy or lost, in steps 1 and 4 (equiv's own) or in a call whose inputs the free memory could not
+hold, is an outcome of kind ``not_judged``; the candidate and a probe's calls of it go through
+``faults.Watched``, which weighs an out-of-memory error against the memory read before the call.
 ``settle`` ends a stage: after a short wait it checks once more every input of the stage's recent
 calls (a late write from a thread or a stream that outlives the call) and the last outputs.
 """
@@ -23,6 +27,7 @@ import time
 import traceback
 
 from equiv.run.context import call_in
+from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
 from equiv.run.guard import Guarded, Seeded, build_inputs
 from equiv.run.outcome import CallOutcome, failed, to_host
 
@@ -91,18 +96,26 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
     state = state if state is not None else CallState()
     t0 = time.perf_counter()
     try:
-        built = build_inputs(inputs, device)
-    except Exception as exc:                     # our own input builder: not the candidate's fault
-        raise RuntimeError(f"could not build the input {inputs}: {_first_line(exc)}") from exc
-    guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"argument {i}")
-              for i, t in enumerate(built)]
-    args = [None if g is None else g.tensor for g in guards]
-    args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
+        with harness("built the input", hook="build"):
+            try:
+                built = build_inputs(inputs, device)
+            except Exception as exc:             # our own input builder: not the candidate's fault
+                if machine_fault(exc):
+                    raise
+                raise RuntimeError(f"could not build the input {inputs}: {_first_line(exc)}") from exc
+            guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"argument {i}")
+                      for i, t in enumerate(built)]
+            args = [None if g is None else g.tensor for g in guards]
+            args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
+    except NotJudged as exc:
+        return _not_judged(exc, t0)
     late = next((p for p in (g.problem("after returning from an earlier call") for g in state.live) if p), None)
     if on_start is not None:
         on_start()
     try:
-        out = call_in(context, fn, args, device)
+        out = call_in(context, Watched(fn, device), args, device)
+    except NotJudged as exc:
+        return _not_judged(exc, t0)
     except Exception as exc:
         try:
             _sync(device)
@@ -129,15 +142,23 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
         problem, kind = overwritten, "outputs"
     problem = problem or late
     try:
-        value = to_host(out)
+        with harness("moved the outputs to the host"):
+            value = to_host(out)
+            state.remember(guards, _tensors(out))
+    except NotJudged as exc:
+        return _not_judged(exc, t0)
     except Exception as exc:
         return failed("raised", f"its outputs could not be read: {_first_line(exc)}",
                       traceback=traceback.format_exc(), seconds=time.perf_counter() - t0)
-    state.remember(guards, _tensors(out))
     dt = time.perf_counter() - t0
     if problem is not None:
         return CallOutcome(ok=False, value=value, kind=kind, problem=problem, seconds=dt)
     return CallOutcome(ok=True, value=value, seconds=dt)
+
+
+def _not_judged(exc: NotJudged, t0: float) -> CallOutcome:
+    return failed("not_judged", f"{NOT_JUDGED_PREFIX}{exc}", traceback=traceback.format_exc(),
+                  seconds=time.perf_counter() - t0)
 
 
 def settle(state: CallState, wait: float = SETTLE_S) -> str | None:
@@ -161,9 +182,14 @@ def run_probe(fn, target: str, payload, device="cpu"):
     module, _, name = target.partition(":")
     probe = getattr(importlib.import_module(module), name)
     try:
-        result = probe(fn, device, payload)
+        inject("build", hang=False)              # the test hook (equiv.run.faults): the probe's own build
+        result = probe(Watched(fn, device), device, payload)
         _sync(device)
+    except NotJudged as exc:
+        return _not_judged(exc, t0)
     except Exception as exc:
+        if (line := harness_fault(exc)) is not None:
+            return _not_judged(NotJudged(line), t0)
         return failed("raised", f"raised {_first_line(exc)}", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
     except BaseException as exc:                 # noqa: B036

@@ -27,8 +27,11 @@ import numpy as np
 # input:      it modified its input, or wrote past it (guard bands)
 # outputs:    the outputs an earlier call returned changed by this one (buffers recycled)
 # not_called: the candidate was not called (an earlier hang or too many abnormal ends)
-KINDS = ("raised", "interrupt", "exit", "signal", "timeout", "input", "outputs", "not_called")
-ABNORMAL = ("interrupt", "exit", "signal", "timeout", "not_called")
+# not_judged: the machine or the harness failed, not the candidate (equiv.run.faults): out of
+#             memory while equiv built or moved the data, or in a call the free memory could not
+#             hold; a device busy or lost; the harness's own time-out. The verdict is NOT JUDGED.
+KINDS = ("raised", "interrupt", "exit", "signal", "timeout", "input", "outputs", "not_called", "not_judged")
+ABNORMAL = ("interrupt", "exit", "signal", "timeout", "not_called", "not_judged")
 
 
 @dataclass(frozen=True)

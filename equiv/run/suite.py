@@ -19,6 +19,9 @@ Plan
 - The child runs in its own process group; a time-out or an interrupt of the caller kills the
   whole group (a candidate's own worker processes included) before the exception goes on, and
   ``kill_all`` kills every child still running (for the CLI's SIGINT/SIGTERM exit).
+- The machine's failures in the suite (its report's ``not_judged`` lines) and the suite running
+  past its stage's time-out (equiv's own limit: each call has its own) are noted
+  (``equiv.run.faults.note``): the gate is then NOT JUDGED.
 - ``repro_line`` is the same command as one shell line (``shlex``), pasteable from the caller's
   folder: environment assignments, ``python -m pytest``, the arguments.
 - A gate starts its suite before anything else and reads it last (``staged``): its other stages
@@ -45,6 +48,7 @@ from importlib.util import find_spec
 import numpy as np
 
 from equiv.checks import Check, Stage, stage_of
+from equiv.run.faults import note
 
 PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
 _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -276,10 +280,14 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
         return checks, stage_of("properties", checks, merged)
     run = handle.wait()
     repro, tail = run.repro, run.output_tail
-    if run.timed_out:
-        c = Check("properties", "properties", False, f"the property suite did not finish within {stage_timeout:g} s",
-                  repro=repro, outcome="timeout")
+    if run.timed_out:                            # equiv's own stage limit (each call has its own)
+        line = (f"the property suite did not finish within {stage_timeout:g} s (equiv's own stage limit; "
+                f"each call of the candidate answered within its time-out)")
+        note("properties", line)
+        c = Check("properties", "properties", False, line, repro=repro, outcome="not_judged")
         return [c], stage_of("properties", [c])
+    for line in (run.report or {}).get("not_judged") or ():
+        note("properties", line)                 # the suite's calls that the machine failed
     if run.report is None:
         c = Check("properties", "properties", False, f"pytest exited {run.returncode} without a report",
                   counterexample=tail, repro=repro)

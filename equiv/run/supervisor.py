@@ -13,8 +13,13 @@ Plan
   of the input and compute the reference while the worker builds and calls; ``Pending.result()``
   waits for what is left of the time-out, counted from the worker's ``started`` (the
   system-wide monotonic clock read just before it calls the candidate: building the input is
-  not the candidate's time; until then the wait is bounded by ``BUILD_TIMEOUT_S``). One request is in flight at a
-  time: a second ``submit`` first collects the first.
+  not the candidate's time; until then the wait is bounded by ``timeouts.build_timeout()``,
+  equiv's own stage: running past it is ``not_judged``, as is the worker killed by SIGKILL
+  then, the host's out-of-memory killer's signal). One request is in flight at a time: a
+  second ``submit`` first collects the first.
+- A ``not_judged`` outcome (``equiv.run.faults``: the machine's failure, not the candidate's) is
+  noted under the candidate's spec (``faults.note``, which a gate reads) and later calls of the
+  command are not made: the verdict is NOT JUDGED whatever they would say.
   Every abnormal end is an outcome, never an exception here: an exit of any code, a signal, a
   ``BaseException`` from the candidate, no answer in time (then the worker's whole process group
   is killed, SIGKILL if SIGTERM is not enough). The worker restarts on the next call; after a
@@ -40,13 +45,14 @@ from equiv.errors import CandidateLoadError
 from equiv.run import wire
 from equiv.run.outcome import CallOutcome, failed
 from equiv.run.spec import CandidateSpec
-from equiv.run.timeouts import DEFAULT_TIMEOUT_S, limit_seconds
+from equiv.run.faults import NOT_JUDGED_PREFIX, note
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S, build_timeout, limit_seconds
 from equiv.run.guard import Raw
 from equiv.run.invoke import CallState, invoke, run_probe, settle
 
 MAX_ABNORMAL = 3
+BUILD_LIMIT_HINT = "raise it with EQUIV_BUILD_TIMEOUT_S"
 LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
-BUILD_TIMEOUT_S = 600.0                          # the worker building a call's input (our code)
 _RUNNERS: dict = {}
 
 
@@ -74,6 +80,13 @@ class Pending:
         return self._outcome
 
 
+def _noted(spec: str, outcome: CallOutcome) -> CallOutcome:
+    """``outcome``, its line noted under ``spec`` when it is ``not_judged`` (``faults.note``)."""
+    if outcome.kind == "not_judged":
+        note(spec, outcome.problem.removeprefix(NOT_JUDGED_PREFIX))
+    return outcome
+
+
 class InProcessRunner:
     """Calls in this process: our own paths (trusted), or a callable the API was handed."""
 
@@ -86,8 +99,8 @@ class InProcessRunner:
 
     def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
         self.calls += 1
-        return invoke(self.fn, inputs, extra, device=self.device, state=self.state, input_names=names,
-                      context=context)
+        return _noted(self.spec, invoke(self.fn, inputs, extra, device=self.device, state=self.state,
+                                        input_names=names, context=context))
 
     def submit(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> Pending:
         """The call, made when its result is asked for (in-process: nothing runs beside it)."""
@@ -95,7 +108,7 @@ class InProcessRunner:
 
     def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
         self.calls += 1
-        return run_probe(self.fn, target, payload, self.device)
+        return _noted(self.spec, run_probe(self.fn, target, payload, self.device))
 
     def settle(self) -> str | None:
         return settle(self.state)
@@ -239,6 +252,9 @@ class WorkerRunner:
                                     f"(return tensors or plain values)", log_tail=tail)
 
     def _abnormal(self, outcome: CallOutcome) -> CallOutcome:
+        if outcome.kind == "not_judged":
+            self.stopped = f"the candidate {outcome.problem}"
+            return _noted(self.spec, outcome)
         if outcome.abnormal:
             self.abnormal_ends += 1
             if self.abnormal_ends >= MAX_ABNORMAL and self.stopped is None:
@@ -274,8 +290,7 @@ class WorkerRunner:
             try:
                 while True:
                     if building:
-                        left = BUILD_TIMEOUT_S - (time.monotonic() - sent)
-                        reply = self._receive(max(left, 0.0), "while building the input", shown=BUILD_TIMEOUT_S)
+                        reply = self._building(sent)
                     else:
                         left = None if timeout is None else max(timeout - (time.monotonic() - sent), 0.0)
                         reply = self._receive(left, when, shown=timeout)
@@ -291,6 +306,22 @@ class WorkerRunner:
 
         self._pending = Pending(collect)
         return self._pending
+
+    def _building(self, sent: float):
+        """The worker's reply while it builds a call's input (equiv's own stage, not the
+        candidate's call): running past ``build_timeout()``, or a SIGKILL then, is ``not_judged``."""
+        limit = build_timeout()
+        left = None if limit is None else max(limit - (time.monotonic() - sent), 0.0)
+        reply = self._receive(left, "while building the input", shown=limit)
+        if isinstance(reply, CallOutcome) and reply.kind == "timeout":
+            return failed("not_judged", f"{NOT_JUDGED_PREFIX}equiv did not finish building the input within "
+                                        f"{limit:g} s (its own stage, not the candidate's call; the worker was "
+                                        f"killed; {BUILD_LIMIT_HINT})", log_tail=reply.log_tail)
+        if isinstance(reply, CallOutcome) and reply.kind == "signal" and "SIGKILL" in reply.problem:
+            return failed("not_judged", f"{NOT_JUDGED_PREFIX}the worker {reply.problem} (the host's out-of-memory "
+                                        f"killer, or another process, before the candidate was called)",
+                          log_tail=reply.log_tail)
+        return reply
 
     def _request(self, message, timeout, when: str) -> CallOutcome:
         return self._send(message, timeout, when).result()

@@ -13,8 +13,13 @@ sampling, block verification, an exponential race -- whatever it accepts per dra
 Checks (the exact ones per call; the statistical ones pooled over the plan):
 
 - ``support`` (exact): no emitted token has target probability 0 at its position;
-- ``greedy`` (exact): on one-hot targets every emitted token is the target's argmax (a lossless
-  verifier may emit fewer tokens than greedy decoding; the efficiency column shows that);
+- ``contract``'s layout read as text (``layout_problem``): the accepted drafts, one token, then
+  ``-1``; the text ends at the first ``-1``, so a verifier that stops without a rejection (an
+  accept-length cap) may draw the draft itself from the full target there (``text_stops``);
+- ``greedy`` (exact): on one-hot targets every emitted token is the target's argmax: greedy
+  decoding's text or a prefix of it. Acceptance need not be maximal: a lossless verifier may
+  stop earlier (a cap on the accept length) and the pass line counts the rows that did
+  (``greedy_shortfall``), an efficiency figure;
 - ``marginal`` (chi-square): every position's tokens against ``p_j``, as the token law's
   ``distribution`` check does for drawn tokens (randomized PIT in ``PIT_BINS`` bins and rank
   cells, pooled and per (family, position));
@@ -105,10 +110,51 @@ def score_table(recipe):
     return scores, mean, var, s64.max(-1)
 
 
-def _emitted(recipe, outputs):
-    from equiv.ops.verify.laws import _stops
+def text_stops(recipe, outputs):
+    """``[C, B]``: the position of each row's last emitted token, read as text: the text runs up
+    to the first ``-1`` (the whole row when there is none). It is the token law's first
+    rejection wherever the token after the accepted drafts differs from the draft there; it
+    differs where a verifier stopped without a rejection (an accept-length cap) and drew the
+    draft itself from the full target: a text one token shorter, which the token law would read
+    as one more accepted draft followed by a misplaced ``-1``."""
+    minus = outputs == -1
+    return np.where(minus.any(-1), minus.argmax(-1), recipe.n + 1) - 1
 
-    stop = _stops(recipe, outputs)
+
+def layout_problem(recipe, outputs) -> tuple | None:
+    """``(call, row, message)`` of the first output that is not a text (the accepted drafts, one
+    token in ``[0, V)``, then ``-1``), else None."""
+    n, V = recipe.n, recipe.vocab
+    stop = text_stops(recipe, outputs)
+    tok = np.take_along_axis(outputs, stop.clip(min=0)[..., None], axis=-1)[..., 0]
+    drafts = recipe.row_tokens()
+    pos = np.arange(n + 1)[None, None, :]
+    off = (pos[..., :n] < stop[..., None]) & (outputs[..., :n] != drafts[None])
+    for bad, say in (
+        (stop < 0, lambda c, b: "position 0 holds -1: the output emits no token (a text has at least one)"),
+        (off.any(-1), lambda c, b: _off_message(outputs[c, b], drafts[b], off[c, b], stop[c, b])),
+        ((tok < 0) | (tok >= V), lambda c, b: f"position {stop[c, b]} holds token {tok[c, b]}, outside [0, {V})"),
+        (((pos > stop[..., None] + 1) & (outputs != -1)).any(-1), lambda c, b: _after_message(outputs[c, b], stop[c, b])),
+    ):
+        if bad.any():
+            c, b = (int(v[0]) for v in np.nonzero(bad))
+            return c, b, say(c, b)
+    return None
+
+
+def _off_message(row, drafts, off, stop) -> str:
+    j = int(np.flatnonzero(off)[0])
+    return (f"position {j} holds token {row[j]}, not the draft {drafts[j]}, yet the text goes on to position "
+            f"{stop}: after the token that ends the text (a rejection's) every position must be -1")
+
+
+def _after_message(row, stop) -> str:
+    j = int(stop + 2 + np.flatnonzero(row[stop + 2:] != -1)[0])
+    return f"position {j} holds token {row[j]} after the -1 at position {stop + 1}: it must be -1"
+
+
+def _emitted(recipe, outputs):
+    stop = text_stops(recipe, outputs)
     return stop, np.arange(recipe.n + 1)[None, None, :] <= stop[..., None]
 
 
@@ -137,6 +183,14 @@ def greedy_problem(recipe, outputs) -> tuple | None:
         return c, b, (f"position {j} emitted {outputs[c, b, j]} where the one-hot target allows only "
                       f"{argmax[b, j]} (temperature 0: greedy decoding's token)")
     return None
+
+
+def greedy_shortfall(recipe, outputs) -> int:
+    """One-hot targets: how many rows emit a shorter text than greedy decoding (every token the
+    argmax, fewer of them: an efficiency figure, not a defect)."""
+    pr = recipe.make_problems()
+    greedy_length = (deterministic_output(pr.tokens, pr.draft, pr.target) != -1).sum(-1)[recipe.rows()]
+    return int((text_stops(recipe, outputs) + 1 < greedy_length[None]).sum())
 
 
 def continued(recipe, outputs, rng) -> tuple:
