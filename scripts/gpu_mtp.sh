@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MTP measurements on one GPU (issue 4): the README table at V = 129280 (every built-in path x
+# MTP measurements on one GPU (issue 4): docs/mtp.md's GPU table at V = 129280 (every built-in path x
 # every consumer, the default `equiv mtp` run, timed: it must take <= 60 s), its determinism on
 # the GPU, the gate's quick budget, per-consumer time and peak memory, the MTP tests on cuda, and
 # the sampling statistic at a GPU-sized sample. Usage: scripts/gpu_mtp.sh OUTDIR (on the device
@@ -22,7 +22,7 @@ step() {  # step NAME TIMEOUT_S COMMAND...
     times+=("$(printf '%-26s rc=%-3s %7.1f s' "$name" "$rc" "$(echo "$t1 - $t0" | bc)")")
 }
 
-# 1. The default run, exactly as a user types it: the README table and the <= 60 s figure.
+# 1. The default run, exactly as a user types it: docs/mtp.md's GPU table and the <= 60 s figure.
 step mtp_default 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default.json" --plot "$out/mtp_default.png"
 # 2. Same seed, same JSON, on the GPU too.
 step mtp_default_again 300 python3 -m equiv mtp --device cuda --json "$out/mtp_default_again.json"

@@ -3,7 +3,7 @@
 Exit code: 0 when every applicable path x consumer record passes (lossless, equivalent to
 softmax_topk, no invalid output, no crash), not counting the known failures listed in
 ``equiv.mtp.EXPECTED_FAILURES``; 1 when any other record fails; 2 for bad usage.
-Budgets use the gate's words: ``quick`` (the gate's MTP stage) and ``full`` (the README's run).
+Budgets use the gate's words: ``quick`` (the gate's MTP stage) and ``full`` (the run of docs/mtp.md's tables).
 """
 from __future__ import annotations
 

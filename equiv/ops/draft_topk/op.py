@@ -1,4 +1,4 @@
-"""The draft top-k as an ``Op``: ``fn(logits, k) -> (topk_p, topk_index)`` (the README's contract).
+"""The draft top-k as an ``Op``: ``fn(logits, k) -> (topk_p, topk_index)`` (the contract: docs/draft_topk.md).
 
 Each field imports its module when called: the registry holds every op, and holding one must not
 import torch, NumPy or Triton (``equiv --help`` and the pytest plugin read the registry; importing
