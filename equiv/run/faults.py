@@ -49,6 +49,7 @@ GiB = 2 ** 30
 BUSY_OR_LOST = ("busy or unavailable", "no CUDA GPUs are available", "uncorrectable ECC error",
                 "fallen off the bus", "GPU is lost", "cudaErrorDevicesUnavailable", "device not available")
 HOOK = "EQUIV_TEST_FAULT"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 NOT_JUDGED_PREFIX = "was not judged: "           # a not_judged outcome's problem: "was not judged: CAUSE"
 
 
@@ -125,13 +126,21 @@ class Memory:
         return max(self.total - self.free - self.ours, 0)
 
 
-def _host_memory() -> Memory | None:
+def _read(path: str, size: int = 256) -> str:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        with open("/proc/meminfo") as f:
-            info = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in f if ln.split()[1:]}
-        with open("/proc/self/statm") as f:
-            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, KeyError):
+        return os.read(fd, size).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def _host_memory() -> Memory | None:
+    """The host's reading from the first lines of ``/proc/meminfo`` (MemTotal, MemFree,
+    MemAvailable) and this process's resident set: ~40 us on a busy host; every call reads it."""
+    try:
+        info = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in _read("/proc/meminfo").splitlines()[:3]}
+        rss = int(_read("/proc/self/statm", 128).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
         return None
     return Memory(info.get("MemAvailable", info.get("MemFree", 0)), info.get("MemTotal", 0), rss)
 
