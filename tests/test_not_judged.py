@@ -202,3 +202,11 @@ def test_another_command_says_not_judged_in_one_line(tmp_path):
                          "gaussian:seed=0,batch=3,vocab=50")
     assert got.returncode == 3, got.stdout + got.stderr
     assert len([ln for ln in got.stderr.splitlines() if "NOT JUDGED" in ln]) == 1, got.stderr
+
+
+def test_the_property_suites_machine_failures_make_the_gate_not_judged(tmp_path):
+    """The suite runs in its own pytest process: its plugin reports the lines (``not_judged``)."""
+    got, doc, xml = _equiv(tmp_path, "build=oom", "gate", "--candidate", GOOD, "--k", "1", "--stages", "properties")
+    assert got.returncode == 3, got.stdout + got.stderr
+    assert "while equiv built the input" in _not_judged_lines(got.stdout)[0]
+    assert doc["verdict"] == "not judged" and xml.find(".//failure") is None
