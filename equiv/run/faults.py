@@ -36,6 +36,7 @@ Plan
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -145,6 +146,23 @@ def _host_memory() -> Memory | None:
     return Memory(info.get("MemAvailable", info.get("MemFree", 0)), info.get("MemTotal", 0), rss)
 
 
+@functools.lru_cache(maxsize=None)
+def _index(device: str) -> int:
+    import torch                                 # lazy: as in memory()
+
+    return torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+
+
+def _reserved(torch, index: int) -> int:
+    """This process's reserved device memory: the allocator's nested stats (11 us on an H100)
+    rather than ``torch.cuda.memory_reserved`` (94 us: it flattens every stat), as every call
+    reads it."""
+    try:
+        return int(torch._C._cuda_memoryStats(index)["reserved_bytes"]["all"]["current"])
+    except Exception:                            # noqa: BLE001 - another torch: the public call
+        return int(torch.cuda.memory_reserved(index))
+
+
 def memory(device) -> Memory | None:
     """The memory reading of ``device`` now, or None when it cannot be read (a CUDA graph being
     captured, a driver that does not say); the test hook's ``free=``/``total=`` replace it."""
@@ -155,8 +173,9 @@ def memory(device) -> Memory | None:
 
         try:
             if not torch.cuda.is_current_stream_capturing():
-                free, total = torch.cuda.mem_get_info(torch.device(device))
-                reading = Memory(int(free), int(total), int(torch.cuda.memory_reserved(torch.device(device))))
+                index = _index(str(device))
+                free, total = torch.cuda.mem_get_info(index)
+                reading = Memory(int(free), int(total), _reserved(torch, index))
         except Exception:                        # noqa: BLE001 - a reading, never a verdict
             reading = None
     else:
