@@ -33,8 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from equiv.ops.verify import space
-from equiv.ops.verify.laws import layout_problem
-from equiv.ops.verify.lossless import SCORE_FLOOR, continued, score_table
+from equiv.ops.verify.lossless import SCORE_FLOOR, continued, layout_problem, score_table
 from equiv.stats import bernstein_p
 from equiv.stats.joint import margin_tables, table_test
 

@@ -4,8 +4,9 @@ Plan. The judge records, with every failed check, the *cause* it established fro
 from message text) in the check's typed ``evidence["cause"]``: calls.py says whether a call
 raised, returned the wrong type or wrote into its inputs; the judge whether the path / token
 layout broke, the same seed gave another output, an *accepted child* or the *drawn token* had
-target probability 0, greedy decoding's text was left by a wrong child, a wrong drawn token or an
-early stop, at which position the text's law broke (and whether only the residual score did:
+target probability 0, greedy decoding's text was left by a wrong child or a drawn token that is not
+the argmax (where the argmax child was there, or where none was; a stop that emits the argmax is
+lossless, however early), at which position the text's law broke (and whether only the residual score did:
 the law drawn from after rejected children), and whether rows or calls shared randomness. ``diagnose(verdict)`` keeps one ``Defect``
 (``equiv.checks``) per cause with the smallest recipe that showed it, and its explanation names
 the bug classes that cause points to (``LEADS``, the public record of tree verifiers).
@@ -19,8 +20,11 @@ LEADS = {
     "accepted a child of target probability 0": "a zero coin accepting probability 0, or an acceptance threshold below 1",
     "drew a token of target probability 0": "a fallback token of probability 0 (an unnormalised or empty residual)",
     "greedy: accepted a wrong child": "an acceptance threshold below 1 or a zero coin",
-    "greedy: stopped early": "a wrong logits row (the parent's or a sibling's) or a coin compared the wrong way",
-    "greedy: wrong drawn token": "the drawn token read from the wrong row",
+    "greedy: stopped at the argmax child and drew another token":
+        "the child of probability 1 rejected (a wrong logits row, the parent's or a sibling's, or a coin compared "
+        "the wrong way), or a stop before the children (an accept-length cap) that drew from the residual "
+        "without them or from another node's row instead of its own full target",
+    "greedy: wrong drawn token": "the drawn token read from the wrong row (no child is the argmax there)",
     "residual law": "the residual: zeroing the rejected token instead of subtracting q, a reused coin, or "
                     "duplicate siblings counted twice",
     "emitted law at position 0": "the acceptance rule at the root (thresholds, greedy at temperature > 0, a reused coin)",

@@ -13,6 +13,10 @@ Plan
   smallest, and none at the smallest. The first such check's recipe is re-run in its context at
   the smallest k (must pass) and at its own k (must fail): the defect claims every failing check
   at a larger k, the MTP tree at those k and ``property:topk_ordering`` (k >= 2 by design).
+  When the failure at the larger k is the output's shape and one more call there shows both
+  outputs with as many columns as the smallest k (a top-1 path that ignores ``k``), the defect
+  says so in its title and names the fix: judge it at that k (``--k 1``), or make it refuse
+  (``NotImplementedError``) or declare (``supported_k``) the k it serves.
 - ``context_dependent``: a failing check's recipe is re-run in every context the device offers
   (``equiv.run.context.available``); it must fail in its own and pass in at least one other.
   The defect names the failing contexts, and claims every failing check whose own context is one
@@ -24,13 +28,22 @@ the failing checks go to the usual isolation (``diagnose``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from equiv.checks import Defect
 from equiv.ops.draft_topk.compare import compare
 from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
 from equiv.ops.draft_topk.recipes import Recipe
+from equiv.run import Array, runner_for
 from equiv.run.context import available
 
 ALWAYS_K2 = ("property:topk_ordering",)      # judged at k >= 2 only
+IGNORES_K_TITLE = "serves k = {k} only: it ignores k"
+IGNORES_K = ("it returns {k} column{s} whatever k it is given (at k = {k_bad} too): right for an engine that "
+             "calls it at k = {k} only, wrong at every k above. If that is how it is used, judge it there: "
+             "`equiv gate --candidate {spec} --k {k}`; or make it refuse the k it does not serve (raise "
+             "NotImplementedError for k != {k}) or declare them (`fn.supported_k = ({k},)`), and the gate "
+             "judges only those")
 
 
 def k_of(check) -> int | None:
@@ -85,8 +98,26 @@ def k_dependent(spec, failing, ks, device, timeout):
     evidence = (f"right at k = {ks[0]} on {recipe}, wrong at k = {k_bad} on the same input; failing "
                 f"checks at k = {', '.join(map(str, bad_ks))}, none at k = {ks[0]}; at k = {k_bad}: "
                 f"{_first_line(at_bad)}")
-    return _defect("k_dependent", f"{recipe} at k = {k_bad}", evidence, claimed, at_bad.repro,
-                   {"passing_k": [ks[0]], "failing_k": bad_ks}), 2
+    data = {"passing_k": [ks[0]], "failing_k": bad_ks}
+    probe = at_bad.contract_cause == "format"         # the shape broke: did it ignore k?
+    columns = _columns(spec, recipe, k_bad, device, timeout, ctx) if probe else None
+    found = _defect("k_dependent", f"{recipe} at k = {k_bad}", evidence, claimed, at_bad.repro, data)
+    if columns != ks[0]:
+        return found, 2 + probe
+    return replace(found, title=IGNORES_K_TITLE.format(k=ks[0]), explanation=IGNORES_K.format(
+        k=ks[0], s="s" * (ks[0] > 1), k_bad=k_bad, spec=spec), data=data | {"ignores_k": True, "fix": f"--k {ks[0]}"}), 3
+
+
+def _columns(spec, recipe, k, device, timeout, context) -> int | None:
+    """The columns of both outputs of ``spec`` called on ``recipe`` at ``k`` (from the returned
+    shapes, as data), or None when the call or its answer has no such common count."""
+    got = runner_for(spec, device, timeout).call(recipe, k, timeout=timeout, context=context)
+    value = got.value if got.ok else None
+    if not isinstance(value, (tuple, list)) or len(value) != 2 or not all(isinstance(t, Array) for t in value):
+        return None
+    shapes = {tuple(t.shape) for t in value}
+    shape = shapes.pop() if len(shapes) == 1 else ()
+    return shape[-1] if len(shape) == 2 else None
 
 
 def context_dependent(spec, failing, device, timeout):
