@@ -83,6 +83,7 @@ class Stage:
     why: str = ""
     ran: dict = field(default_factory=dict)
     seconds: float = 0.0                        # its wall time (where a slow gate spends it)
+    memory: dict = field(default_factory=dict)  # its peak GPU and host bytes per process (equiv.memory)
 
     @property
     def effective(self) -> bool:

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import time
 
+from dataclasses import replace
+
+from equiv.checks import Stage
+from equiv.devices import resolve_device
+from equiv.memory import short_of_memory, suite_peaks, use_budget, with_suite_memory
 from equiv.mtp.stage import mtp_checks
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
@@ -29,13 +34,14 @@ FEATURE_STAGES = {"mtp": mtp_checks}
 
 def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", dtypes=None,
              budget: str = "quick", seed: int = 0, vocab: int = DEFAULT_VOCAB, timeout=DEFAULT_TIMEOUT_S,
-             stages=None, progress=None, **op_options) -> GateResult:
+             stages=None, progress=None, max_gpu_memory=None, **op_options) -> GateResult:
     """The verdict on ``candidate`` (a spec string, a ``CandidateSpec`` or a callable) for the
     operation ``op`` (module docstring); ``op_options`` are the op's own (``law=`` of the
     verifier); ``progress(done, total, label)`` is told each stage as it starts. Every argument
     is checked once, into ``RunOptions``, before any work. ``k``: the k values judged (``1``,
     ``"1,4"``); None (or ``"auto"``) for an op judged at k (``Op.takes_k``): every k of
-    ``equiv.options.AUTO_KS`` the candidate accepts."""
+    ``equiv.options.AUTO_KS`` the candidate accepts. ``max_gpu_memory``: the device memory a call
+    may take (``"8GiB"``, bytes; ``equiv.memory``)."""
     the_op = get_op(op)
     if k is None:                    # an op judged at k: every k of AUTO_KS the candidate accepts
         k = "auto" if the_op.takes_k else 1
@@ -43,11 +49,12 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     if not dtypes and the_op.budget_dtypes is not None:
         dtypes = the_op.budget_dtypes(budget)
     options = RunOptions.make(candidate, op=the_op.name, k=k, device=device, dtypes=dtypes, budget=budget,
-                              seed=seed, timeout=timeout, **op_options)
+                              seed=seed, timeout=timeout, max_gpu_memory=max_gpu_memory, **op_options)
     stages = tuple(check_choices("stages", stages, the_op.stages)) if stages else the_op.stages
     start, t0 = faults.mark(), time.perf_counter()
     try:
-        result = the_op.gate(options, stages=stages, vocab=vocab, progress=progress, feature_stages=FEATURE_STAGES)
+        result = _within_memory(options, stages, lambda: the_op.gate(options, stages=stages, vocab=vocab, progress=progress,
+                                                                feature_stages=FEATURE_STAGES))
     except Exception as exc:
         line = faults.harness_fault(exc, "in the gate's process")
         if line is None:
@@ -58,3 +65,19 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     return not_judged_result(result, faults.since(start))
 
 
+def _within_memory(options, stages, run) -> GateResult:
+    """``run()`` (the op's gate) under the memory budget of ``options`` (``equiv.memory``): NOT
+    JUDGED at once when the device has less free memory than the budget; else its result with
+    the property suite's peaks in its ``properties`` stage (the other stages measure their own)."""
+    use_budget(options.max_gpu_memory)
+    short = None if options.device == "cpu" else short_of_memory(resolve_device(options.device))
+    if short:
+        not_run = tuple(Stage(name, "not run", why="the device is short of memory") for name in stages)
+        return not_judged_result(GateResult(
+            candidate=options.candidate or "built-in paths", passed=False, checks=(), k=tuple(options.ks),
+            device=options.device, dtypes=tuple(options.dtypes), budget=options.budget, seed=options.seed,
+            duration_s=0.0, stages=not_run, op=options.op), [short])
+    with suite_peaks() as suite:
+        result = run()
+        peaks = suite()
+    return replace(result, stages=with_suite_memory(result.stages, peaks))

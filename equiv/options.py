@@ -2,7 +2,8 @@
 
 A command, the library, the gate's pytest subprocess and the pytest plugin all judge a candidate
 under the same handful of options: the candidate (a parsed ``CandidateSpec``), the operation, the
-k values, the device, the input dtypes, the budget, the seed and the per-call time-out.
+k values, the device, the input dtypes, the budget, the seed, the per-call time-out and the
+memory budget of the device (``max_gpu_memory``, bytes: ``equiv.memory``).
 ``RunOptions.make`` checks each once (one-line ``InvalidArgument`` naming the value and the fix);
 ``pytest_args()`` writes them as the plugin's ``--equiv-*`` options and
 ``RunOptions.from_pytest(config)`` reads them back with the same class, so the gate and
@@ -15,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from equiv.devices import resolve_device
 from equiv.errors import InvalidArgument
+from equiv.memory import DEFAULT_MAX_GPU_MEMORY, memory_text, parse_memory
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.run.spec import CandidateSpec
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout, timeout_text
@@ -60,10 +62,11 @@ class RunOptions:
     timeout: float | None = DEFAULTS["timeout"]
     op_options: tuple = ()              # ((name, value), ...): the op's own options (``Op.options``)
     k_auto: bool = False                # k="auto": ``AUTO_KS``, narrowed by the op to those the candidate accepts
+    max_gpu_memory: int = DEFAULT_MAX_GPU_MEMORY   # bytes a call may take on the device (equiv.memory)
 
     @classmethod
     def make(cls, candidate=None, *, op=None, k=None, device=None, dtypes=None, budget=None,
-             seed=None, timeout=DEFAULT_TIMEOUT_S, names=None, **op_options) -> "RunOptions":
+             seed=None, timeout=DEFAULT_TIMEOUT_S, names=None, max_gpu_memory=None, **op_options) -> "RunOptions":
         """Validated options; ``names`` maps a field to the name its errors use (``--equiv-k``);
         ``op_options`` are the operation's own (``Op.options``), each checked against its choices."""
         names = names or {}
@@ -84,7 +87,9 @@ class RunOptions:
                    budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
                    seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
                    timeout=parse_timeout(timeout, names.get("timeout", "timeout")), op_options=own,
-                   k_auto=k_auto)
+                   k_auto=k_auto,
+                   max_gpu_memory=DEFAULT_MAX_GPU_MEMORY if max_gpu_memory is None else
+                   parse_memory(max_gpu_memory, names.get("max_gpu_memory", "max_gpu_memory")))
 
     def with_(self, **changes) -> "RunOptions":
         return replace(self, **changes)
@@ -113,7 +118,8 @@ class RunOptions:
                  ("k", "auto" if self.k_auto else ",".join(map(str, self.ks)), DEFAULTS["k"]),
                  ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
                  ("budget", self.budget, DEFAULTS["budget_suite"]),
-                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"]))]
+                 ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"])),
+                 ("max-gpu-memory", memory_text(self.max_gpu_memory), memory_text(DEFAULT_MAX_GPU_MEMORY))]
         the_op = get_op(self.op)
         pairs += [(name, value, the_op.option(name).default) for name, value in self.op_options]
         args += [f"--equiv-{name}={value}" for name, value, default in pairs if every or value != default]
@@ -129,6 +135,8 @@ class RunOptions:
                         device=get("equiv_device", None), dtypes=get("equiv_dtype", None),
                         budget=get("equiv_budget", None),
                         timeout=get("equiv_timeout", None) or DEFAULTS["timeout"],
-                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout", *own)},
+                        max_gpu_memory=get("equiv_max_gpu_memory", None),
+                        names={f: f"--equiv-{f}" for f in ("k", "device", "dtype", "budget", "timeout", *own)}
+                        | {"max_gpu_memory": "--equiv-max-gpu-memory"},
                         **own)
         return opts.with_(device=resolve_device(opts.device))

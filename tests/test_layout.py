@@ -142,7 +142,7 @@ LAYERS = {
     "fixtures.traces": 6, "fixtures.adversarial": 6,   # the scripts that made the data
     "equiv._version": 1, "equiv.errors": 1, "equiv.validation": 1, "equiv.checks": 1, "equiv.verdict": 1,
     "equiv.stats": 1, "equiv.console": 1, "equiv.atomic": 1, "equiv.sanitize": 1, "equiv.recipe_text": 1,
-    "equiv.devices": 1, "equiv.provenance": 1, "equiv.junit": 1, "equiv.figures": 1,
+    "equiv.devices": 1, "equiv.provenance": 1, "equiv.junit": 1, "equiv.figures": 1, "equiv.memory": 1,
     "equiv.run": 2, "equiv.ops": 2, "equiv.options": 2, "equiv.candidate": 2,
     "equiv.ops.": 3,                      # every op's folder (the registry itself, equiv.ops, is layer 2)
     "equiv.api": 4, "equiv.gate": 4, "equiv.selftest": 4, "equiv.mtp": 4, "equiv.strategies": 4,

@@ -7,6 +7,7 @@ one gets the library's one-line message with a "did you mean".
 from __future__ import annotations
 
 from equiv.atomic import check_outputs as _check_outputs, write_json as _write_json
+from equiv.memory import DEFAULT_MAX_GPU_MEMORY, memory_text, parse_memory
 from equiv.ops import all_options, get_op, op_names
 from equiv.options import BUDGETS, DEFAULT_VOCAB, DEFAULTS, DEVICES, DTYPES  # noqa: F401 (BUDGETS, DTYPES: the subcommands')
 from equiv.run.timeouts import timeout_text
@@ -52,6 +53,18 @@ def op_options_of(args) -> dict:
 def add_timeout(p, what: str = "per-call time-out in seconds") -> None:
     default = timeout_text(DEFAULTS["timeout"])
     p.add_argument("--timeout", default=default, metavar="SEC", help=f"{what} (default {default}; inf: none)")
+
+
+def add_max_gpu_memory(p) -> None:
+    p.add_argument("--max-gpu-memory", default=None, metavar="BYTES",
+                   help=f"device memory one call may take, e.g. 8GiB, 512MiB or bytes (default "
+                        f"{memory_text(DEFAULT_MAX_GPU_MEMORY)}): larger inputs go in more calls of fewer rows; "
+                        f"a device with less free memory is not judged")
+
+
+def max_gpu_memory_of(args) -> int | None:
+    """``--max-gpu-memory`` in bytes (None: not given), checked with the flag's name."""
+    return None if args.max_gpu_memory is None else parse_memory(args.max_gpu_memory, "--max-gpu-memory")
 
 
 def add_vocab(p, what: str = "vocabulary size V") -> None:

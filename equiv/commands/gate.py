@@ -3,7 +3,8 @@ the machine or the harness failed, not the candidate; ``equiv.verdict.EXIT_CODES
 from __future__ import annotations
 
 from equiv.atomic import atomic_write
-from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_op, add_op_options, add_seed,
+from equiv.commands import (BUDGETS, DEFAULTS, DTYPES, add_device, add_json, add_max_gpu_memory, add_op,
+                             add_op_options, add_seed, max_gpu_memory_of,
                              add_timeout, add_vocab, check_outputs, listed, one_of, op_options_of, write_json)
 from equiv.gate import run_gate
 from equiv.ops import get_op, op_names
@@ -31,6 +32,7 @@ def add_parser(sub):
     add_seed(p, "seed of every recipe and of Hypothesis")
     add_vocab(p, "vocabulary size of the tolerance stage")
     add_timeout(p, "per-call time-out in seconds, in every stage")
+    add_max_gpu_memory(p)
     p.add_argument("--stages", default=None, metavar="STAGES",
                    help="comma-separated stages to run (default: all): "
                         + "; ".join(f"--op {n}: {listed(get_op(n).stages)}" for n in op_names()))
@@ -45,7 +47,8 @@ def run(args) -> int:
     with args.console.progress("equiv gate", unit="check") as bar:
         result = run_gate(args.candidate, k=args.k, device=args.device, dtypes=args.dtype,
                           budget=args.budget, seed=args.seed, vocab=args.vocab, timeout=args.timeout,
-                          stages=args.stages, progress=bar, op=args.op, **op_options_of(args))
+                          stages=args.stages, progress=bar, op=args.op, max_gpu_memory=max_gpu_memory_of(args),
+                          **op_options_of(args))
     args.console.out(result.summary(shown_per_stage=10 ** 6 if args.console.verbose else 2))
     write_json(args, result.to_json())
     if args.junit_file:

@@ -15,6 +15,8 @@ Options (defaults are ``None`` so that "given" can be told from "left alone"):
 - ``--equiv-k K[,K...]``: the k values the candidate is judged at (default 1); nothing calls it
   at another k.
 - ``--equiv-timeout SEC``: per-call time-out of a candidate in its worker (default 60; inf: none).
+- ``--equiv-max-gpu-memory BYTES``: the device memory a call may take (``8GiB`` by default,
+  ``512MiB``, plain bytes; ``equiv.memory``): larger inputs go in more calls of fewer rows.
 - ``--equiv-budget quick|full``: ``quick`` runs a few examples per property (the pre-merge gate),
   ``full`` (default) the example counts of the Hypothesis profile.
 - ``--equiv-require batch-invariant``: also require what is otherwise only reported (the GPU
@@ -45,6 +47,7 @@ import pytest
 
 from equiv.atomic import check_outputs, write_json
 from equiv.errors import UsageError
+from equiv.memory import PEAKS_ENV, DEFAULT_MAX_GPU_MEMORY, ask_worker, memory_text, use_budget, write_suite_peaks
 from equiv.ops import all_options, get_op, op_names
 from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, RunOptions
 from equiv.run import faults
@@ -56,7 +59,7 @@ GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
 DEFAULTS = {"equiv_candidate": None, "equiv_device": _D["device"], "equiv_dtype": None, "equiv_k": _D["k"],
             "equiv_budget": _D["budget_suite"], "equiv_report_json": None, "equiv_timeout": None,
-            "equiv_require": None, "equiv_op": _D["op"],
+            "equiv_require": None, "equiv_op": _D["op"], "equiv_max_gpu_memory": memory_text(DEFAULT_MAX_GPU_MEMORY),
             **{f"equiv_{name}": None for name in all_options()}}
 _ACTIVE = pytest.StashKey()
 _REPORT_KEY = pytest.StashKey()
@@ -79,6 +82,9 @@ def pytest_addoption(parser, pluginmanager):
                     help="the k values the candidate is judged at (default 1); nothing calls it at another k")
     group.addoption("--equiv-timeout", default=None, metavar="SEC",
                     help="per-call time-out of a candidate in its worker, in seconds (default 60; inf: none)")
+    group.addoption("--equiv-max-gpu-memory", default=None, metavar="BYTES",
+                    help="device memory one call may take, e.g. 8GiB, 512MiB or bytes (default 8GiB): "
+                         "larger inputs are sent in more calls of fewer rows")
     group.addoption("--equiv-budget", default=None, choices=BUDGETS,
                     help="quick: a few examples per property (pre-merge gate); full (default): the profile's counts")
     group.addoption("--equiv-require", default=None, metavar="WHAT",
@@ -178,6 +184,7 @@ def _validate(config) -> None:
     parsed); the candidate's worker starts loading it while pytest collects."""
     try:
         opts = config.stash[OPTIONS_KEY] = RunOptions.from_pytest(config)
+        use_budget(opts.max_gpu_memory)
         required = option(config, "equiv_require")
         if required is not None:
             check_choices("--equiv-require", required, REQUIREMENTS)
@@ -241,6 +248,19 @@ def activate(config) -> None:
 def pytest_configure(config):
     if options_given(config):
         activate(config)
+
+
+def pytest_sessionfinish(session):
+    """In a gate's suite process (``equiv.memory.PEAKS_ENV`` set): its peak memory and its
+    worker's, for the gate's JSON; nothing otherwise."""
+    if not os.environ.get(PEAKS_ENV) or OPTIONS_KEY not in session.config.stash:
+        return
+    from equiv.run import runner_for           # imported already: the suite ran the candidate
+
+    opts = session.config.stash[OPTIONS_KEY]
+    isolated = opts.spec is not None and not opts.spec.trusted
+    runner = runner_for(opts.spec, device=opts.device, timeout=opts.timeout) if isolated else None
+    write_suite_peaks(ask_worker(runner))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.memory import WORKING_COPIES, call_budget
 from equiv.options import DEFAULT_VOCAB
 from equiv.ops.draft_topk.space import HUGE_SHAPE, batch_draws, vocab_draws
 from equiv.validation import check_int
@@ -148,8 +149,12 @@ def _large_shapes(rng, vocabs, cap: int) -> list:
 
 def reaches_huge(device: str, budget: str) -> bool:
     """Whether the gate's plan holds ``space.HUGE_SHAPE``: on a GPU in the full budget only (its
-    build costs ~90 s of host time and 17 GB of float64 draws)."""
-    return str(device).startswith("cuda") and budget == "full"
+    build costs ~90 s of host time and 17 GB of float64 draws), and only when its one call fits
+    the memory budget (``equiv.memory``: 4 GiB of bfloat16 logits times ``WORKING_COPIES``, so
+    ``--max-gpu-memory 25GiB`` or more; the default 8 GiB leaves it out, and the coverage's
+    largest shape says so)."""
+    need = HUGE_SHAPE[0] * HUGE_SHAPE[1] * 2 * WORKING_COPIES
+    return str(device).startswith("cuda") and budget == "full" and need <= call_budget(device)
 
 
 def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = DEFAULT_VOCAB,

@@ -45,6 +45,7 @@ from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.ops.draft_topk import ksupport, space
 from equiv.ops.draft_topk.ahead import Ahead
 from equiv.ops.draft_topk.space import table_lines
+from equiv.memory import ask_worker, measured
 from equiv.options import AUTO_KS, DEFAULT_VOCAB
 from equiv.run import load_check, runner_for
 from equiv.run.suite import staged, start_properties
@@ -229,7 +230,7 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
                                                     context=options.option("context"))
 
             started, suite = suite, None         # staged reads it, or kills it on the way out
-            got, done = staged(stages, started, stage_timeout, run, progress)
+            got, done = staged(stages, started, stage_timeout, measured(run, lambda: ask_worker(runner)), progress)
             checks += got
     finally:
         if suite is not None:                    # a failed load, an exception or an interrupt

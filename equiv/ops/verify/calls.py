@@ -15,7 +15,10 @@ judge asks whether the same generator seed gives the same output.
 
 ``run_draws`` asks the candidate's runner for that probe, under a time-out of ``timeout`` per
 call: a verifier that hangs, exits, is killed or raises a ``BaseException`` becomes a ``Draws``
-with the runner's one-line problem, and the judge goes on.
+with the runner's one-line problem, and the judge goes on. A recipe too large for one call under
+the memory budget (``equiv.memory``: ``--max-gpu-memory``, the inputs' bytes times its working
+copies) goes in windows of rows, one probe each, joined again: the same rows, every one built as
+in the whole batch; only the generator seeds of the windows after the first differ.
 """
 from __future__ import annotations
 
@@ -23,11 +26,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.memory import row_windows, rows_per_call
 from equiv.run.seeded import seeded_calls
 
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
+# The generator seeds of a call's windows of rows (run_draws): s, s + 2**20, s + 2 * 2**20, ... A
+# plan's seeds span less than 2**20 (1000 per case), and the stride stays within 32 bits: torch's
+# CPU generator keeps only a seed's low 32 bits, so a stride of 2**40 gave every window the same
+# draws (the tail test then failed torch_sampler: 65 tail tokens drawn twice where 1.8 were allowed).
+WINDOW_SEED_STRIDE = 2 ** 20
 
 
 @dataclass(frozen=True)
@@ -60,16 +69,25 @@ def _shape_problem(out, want, device) -> str | None:
     return None
 
 
+def window_seeds(payload) -> list:
+    """The generator seeds of a probe's calls: window ``j`` of a call seeded ``s`` (``run_draws``)
+    draws with ``s + j * WINDOW_SEED_STRIDE``; the first window, and a whole call, with ``s``."""
+    return [int(s) + payload.get("window", 0) * WINDOW_SEED_STRIDE for s in payload["seeds"]]
+
+
 def draw(fn, device, payload) -> dict:
-    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``, and
+    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``,
+    ``"rows": [start, stop]`` and ``"window": j`` to build and call those rows of the batch alone
+    (``run_draws``: every window is called as the whole call would be, with ``window_seeds``), and
     ``"guarded": False`` to skip the guard bands (the calibration's own trusted samplers only)."""
     from equiv.ops.verify.recipes import VerifyRecipe
 
     recipe = VerifyRecipe.parse(payload["recipe"])
-    built = recipe.build(device)
+    rows = payload.get("rows")                       # a window of rows (run_draws), else all
+    built = recipe.build(device, rows=rows)
     dev = built[2].device
-    want = (recipe.batch, recipe.n + 1)
-    outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, payload["seeds"],
+    want = (recipe.batch if rows is None else rows[1] - rows[0], recipe.n + 1)
+    outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, window_seeds(payload),
                                         lambda out: _shape_problem(out, want, dev),
                                         guarded=payload.get("guarded", True))
     outs = [o.cpu().numpy() for o in outs]
@@ -92,19 +110,43 @@ def runner_target(candidate):
     return CandidateSpec.parse(candidate, "verify")
 
 
+def bytes_per_row(recipe) -> int:
+    """The input bytes of one row of ``recipe``: target ``[n+1, V]`` and draft ``[n, V]`` float32
+    with their padding, draft tokens ``[n]`` int64 (what ``equiv.memory.rows_per_call`` divides)."""
+    width = recipe.vocab + recipe.pad
+    floats = (recipe.n + 1 + (recipe.n if recipe.draft == "probs" else 0)) * width
+    return 4 * floats + 8 * (recipe.n + recipe.pad)
+
+
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:
-    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
+    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner. A recipe
+    whose rows do not fit one call under the memory budget (``equiv.memory.rows_per_call``) is
+    sent in windows of rows: window ``j`` of the call seeded ``s`` draws with the generator seed
+    ``s + j * WINDOW_SEED_STRIDE``, and the windows' outputs are joined, so the judge sees every
+    row of the recipe, each built as in one call, in one ``[calls, B, n+1]`` array."""
     from equiv.run import runner_for
 
-    payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds]}
-    budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
+    seeds = [int(s) for s in seeds]
+    windows = row_windows(recipe.batch, rows_per_call(bytes_per_row(recipe), device))
+    budget = None if timeout is None else timeout * max(len(seeds), 1)
     runner = runner_for(runner_target(candidate), device=device, timeout=budget, op="verify")
-    got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
-    if not got.ok:
-        empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
-        return Draws(str(recipe), tuple(payload["seeds"]), empty, f"{got.problem}", "crash or hang")
-    return Draws(str(recipe), tuple(payload["seeds"]), got.value["outputs"], got.value["problem"],
-                 got.value.get("cause"))
+    empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
+    parts = []
+    for j, (start, stop) in enumerate(windows):
+        payload = {"recipe": str(recipe), "seeds": seeds}
+        where = ""
+        if len(windows) > 1:
+            payload.update(rows=[start, stop], window=j)
+            where = f" (rows {start}-{stop - 1} of {recipe.batch}, one of {len(windows)} calls under the memory budget)"
+        got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
+        if not got.ok:
+            return Draws(str(recipe), tuple(seeds), empty, f"{got.problem}{where}", "crash or hang")
+        if got.value["problem"] and len(windows) > 1:
+            return Draws(str(recipe), tuple(seeds), empty, f"{got.value['problem']}{where}", got.value.get("cause"))
+        if got.value["problem"]:
+            return Draws(str(recipe), tuple(seeds), got.value["outputs"], got.value["problem"], got.value.get("cause"))
+        parts.append(got.value["outputs"])
+    return Draws(str(recipe), tuple(seeds), parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1))
 
 
 @dataclass(frozen=True)

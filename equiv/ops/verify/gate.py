@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.memory import ask_worker, measured
+from equiv.run import runner_for
 from equiv.validation import check_choice, check_choices, check_int
 
 STAGES = ("properties", "statistics")
@@ -134,7 +136,8 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     with ThreadPoolExecutor(1) as beside:        # the coverage table of the stages asked, meanwhile
         early = beside.submit(_coverage, budget, seed, law, device, set(stages))
         # the suite first, beside the judge; a verifier that did not load fails ``load``
-        checks, done = verifier_stages(target, loaded, stages, statistics, limit=_PROPERTY_TIMEOUT[budget],
+        measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify")))
+        checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget],
                                        timeout=timeout, select="not verify_statistics", progress=progress, op="verify",
                                        device=device, budget=budget, seed=seed, law=law)
     if progress:

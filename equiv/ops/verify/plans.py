@@ -38,6 +38,11 @@ in ``part`` (fresh drafts over the same problems: recipes.py), under the token l
 called ``parts`` times. Draws are cheap there and the judge's score tests need them: a total
 variation of 0.01 at V = 129280 is seen with power 0.95 only from ~10**5 rows on (docs/verify.md
 has the calibration). A CPU run has no power case; the docs say what its budget detects.
+Memory: a case is one call to the judge, but a call whose inputs (times ``equiv.memory``'s
+working copies) outgrow the memory budget (``--max-gpu-memory``, 8 GiB by default; 1 GiB a call
+on the CPU) is sent in windows of rows (calls.py): the same rows and draws in aggregate, so the
+plan's power does not depend on the budget. The power case's 4096 rows (13.8 GiB of inputs) go
+in 11 windows of 372-373 rows at 8 GiB; on the CPU the second ``wide`` case's calls in 7.
 
 Seeds: case ``i`` of a plan with seed ``s`` uses the recipe seed ``s + i`` and generator seeds
 from ``1000 * (s + i)`` on, so every case is replayable alone from its ``REPRO:`` line.

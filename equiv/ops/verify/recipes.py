@@ -141,16 +141,18 @@ class VerifyRecipe:
         """``[batch, n]`` int64: the draft tokens of every row (module docstring)."""
         return _row_tokens(self) if self.drafts == "sampled" else self.make_problems().tokens[self.rows()]
 
-    def build(self, device="cpu"):
-        """``(draft_token_ids, draft_probs or None, target_probs)`` on ``device``."""
+    def build(self, device="cpu", rows=None):
+        """``(draft_token_ids, draft_probs or None, target_probs)`` on ``device``; ``rows = (start,
+        stop)`` builds those rows of the batch alone, each as it is in the whole batch (a call
+        under a memory budget: calls.py), in the recipe's layout."""
         import torch
 
         pr = self.make_problems()
-        copies = -(-self.batch // self.n_problems)
+        start, stop = (0, self.batch) if rows is None else (int(rows[0]), int(rows[1]))
 
-        def rows_of(arr):                          # row b = problem b % P: whole copies, then cut
+        def rows_of(arr):                          # row b = problem b % P (only the rows asked exist)
             t = torch.from_numpy(arr).to(device)
-            return place(t.repeat(copies, *([1] * (t.dim() - 1)))[: self.batch])
+            return place(t[torch.arange(start, stop, device=t.device) % self.n_problems])
 
         def place(t):                              # the layout: padded rows, a base offset, both
             if not (self.pad or self.offset):
@@ -166,7 +168,8 @@ class VerifyRecipe:
             return buf.as_strided(tuple(t.shape), tuple(reversed(strides)), self.offset)
 
         draft = None if pr.draft is None else rows_of(pr.draft)
-        tokens = place(torch.from_numpy(self.row_tokens()).to(device)) if self.drafts == "sampled" else rows_of(pr.tokens)
+        tokens = (place(torch.from_numpy(self.row_tokens()[start:stop]).to(device)) if self.drafts == "sampled"
+                  else rows_of(pr.tokens))
         return tokens, draft, rows_of(pr.target)
 
 

@@ -24,6 +24,8 @@ from dataclasses import replace
 
 from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.memory import ask_worker, measured
+from equiv.run import runner_for
 from equiv.validation import check_choice, check_choices, check_int
 
 STAGES = ("properties", "statistics")
@@ -113,7 +115,8 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
         return got, stage_of("statistics", got, _ran(verdict, targets), why=" | ".join(verdict.notes))
 
     # the suite first, beside the judge; a verifier that did not load fails ``load``
-    checks, done = verifier_stages(target, loaded, stages, statistics, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
+    measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify_tree")))
+    checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
                                    select="not verify_tree_statistics", progress=progress, op="verify_tree",
                                    device=device, budget=budget, seed=seed, drafts=drafts)
     if progress:

@@ -48,11 +48,17 @@ def test_the_full_cuda_plan_has_a_shape_past_2_to_the_31():
     assert any(s.elements > 2 ** 31 for s in huge.shapes_for("gaussian", "bfloat16"))
 
 
-def test_the_gate_asks_for_the_huge_shape_on_cuda_full_only():
+def test_the_gate_asks_for_the_huge_shape_on_cuda_full_only_when_the_memory_budget_holds_it():
+    from equiv import memory
     from equiv.ops.draft_topk.coverage import reaches_huge
 
-    assert reaches_huge("cuda", "full") and reaches_huge("cuda:0", "full")
-    assert not reaches_huge("cuda", "quick") and not reaches_huge("cpu", "full")
+    assert not reaches_huge("cuda", "full")              # 4 GiB of logits x 6 copies: past the default 8 GiB
+    memory.use_budget(25 * memory.GiB)
+    try:
+        assert reaches_huge("cuda", "full") and reaches_huge("cuda:0", "full")
+        assert not reaches_huge("cuda", "quick") and not reaches_huge("cpu", "full")
+    finally:
+        memory.use_budget(None)
     plan = tolerance_plan(FAMILIES, ("bfloat16",), huge=True)
     assert space.HUGE_SHAPE in {(s.batch, s.vocab) for s in plan.shapes()}
     assert space.HUGE_SHAPE[0] * space.HUGE_SHAPE[1] > 2 ** 31

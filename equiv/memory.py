@@ -1,0 +1,261 @@
+"""Memory: the budget of a gate's calls, the device's free memory, each stage's peaks.
+
+Plan
+----
+- *Budget.* ``--max-gpu-memory`` (``RunOptions.max_gpu_memory``; the plugin's
+  ``--equiv-max-gpu-memory``) bounds the device memory a gate's calls may take: 8 GiB by default
+  (``DEFAULT_MAX_GPU_MEMORY``; CI cards hold 16-48 GiB and two gates may share one).
+  ``parse_memory`` reads ``8GiB``, ``512MiB``, ``1.5GB`` or plain bytes and refuses anything else
+  in one line. The budget in force is process-wide (``use_budget`` / ``budget``): the gate, the
+  library's ``check`` and the plugin set it from their options, so the property suite's process
+  gets the gate's (its ``--equiv-max-gpu-memory``). On the CPU the device *is* the host: a
+  call's budget is then at most ``HOST_CALL_BYTES`` (1 GiB), so that a quick gate's host peak,
+  the verdict process's tables and the suite's process beside it included, stays under 4 GiB
+  (the chain verifier's statistics held 5.75 GB in one call of 382 rows at V = 262144 before).
+- *Rows per call.* A call's peak is about ``WORKING_COPIES`` times its inputs: the inputs as
+  built, the guard-band buffer they are copied into and its snapshot (``equiv.run.guard``: three
+  copies), and the candidate's own temporaries (a rejection sampler's ratios, residual and
+  cumulative sums over ``[B, n, V]``: about three more). ``rows_per_call(bytes_per_row, device)``
+  is the most rows one call may hold under the budget; ``row_windows(batch, cap)`` splits a
+  call's rows into balanced windows ``(start, stop)``. An op whose calls can outgrow the budget
+  (the chain verifier's) sends such a recipe in windows of rows from its calls module: the same
+  rows, one call to its judge.
+- *Free memory.* ``short_of_memory(device, budget)``: on CUDA, the device's free memory
+  (``torch.cuda.mem_get_info``) below the budget is one line saying so; else None.
+- *Peaks.* ``Peaks.start()`` resets this process's peak device memory
+  (``torch.cuda.reset_peak_memory_stats``, where CUDA is initialised) and its host peak (VmHWM,
+  reset through ``/proc/self/clear_refs`` where Linux allows; else ``ru_maxrss``, the life's
+  peak); ``read()`` gives both in bytes. ``worker_peaks`` is the same as a probe, run in the
+  candidate's worker (``runner.probe("equiv.memory:worker_peaks")``, ``ask_worker``); the property
+  suite's process writes its own and its worker's at its end to the file ``suite_peaks`` names
+  (``PEAKS_ENV``). ``measured`` wraps a stage so that its ``Stage.memory`` (the gate's JSON,
+  beside its ``seconds``) holds each process's peaks and their sums (``stage_memory``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import replace
+
+from equiv.errors import InvalidArgument
+
+GiB, MiB = 2 ** 30, 2 ** 20
+DEFAULT_MAX_GPU_MEMORY = 8 * GiB
+HOST_CALL_BYTES = 1 * GiB            # a call's budget on the CPU (module docstring)
+WORKING_COPIES = 6                   # a call's peak over its inputs' bytes (module docstring)
+_UNITS = {"": 1, "b": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6, "g": 10 ** 9, "gb": 10 ** 9,
+          "t": 10 ** 12, "tb": 10 ** 12, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
+_BUDGET = [DEFAULT_MAX_GPU_MEMORY]
+
+
+def parse_memory(value, name: str = "max_gpu_memory") -> int:
+    """Bytes from ``8GiB``, ``512MiB``, ``1.5GB``, ``1048576`` (an int passes as is); at least 1 MiB."""
+    text = str(value).strip()
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)", text)
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _UNITS:
+        raise InvalidArgument(f"{name}={value!r} is not an amount of memory: give bytes or a number with a "
+                              f"unit, such as 8GiB, 512MiB or 16GB")
+    got = int(float(m.group(1)) * _UNITS[unit])
+    if got < MiB:
+        raise InvalidArgument(f"{name}={value!r} is {got} bytes, under 1 MiB: give the budget with its "
+                              f"unit, such as 8GiB or 512MiB")
+    return got
+
+
+def memory_text(nbytes: int) -> str:
+    """``8GiB``, ``512MiB`` or plain bytes: exact, what ``parse_memory`` reads back."""
+    for unit, size in (("GiB", GiB), ("MiB", MiB)):
+        if nbytes >= size and nbytes % size == 0:
+            return f"{nbytes // size}{unit}"
+    return str(int(nbytes))
+
+
+def shown(nbytes) -> str:
+    """``7.4 GiB``, ``310 MiB``: for people."""
+    return f"{nbytes / GiB:.1f} GiB" if nbytes >= GiB else f"{nbytes / MiB:.0f} MiB"
+
+
+def use_budget(nbytes: int | None) -> None:
+    """Set this process's budget (None: the default)."""
+    _BUDGET[0] = DEFAULT_MAX_GPU_MEMORY if nbytes is None else int(nbytes)
+
+
+def budget() -> int:
+    return _BUDGET[0]
+
+
+def call_budget(device) -> int:
+    """The bytes one call may take on ``device``: the budget, at most ``HOST_CALL_BYTES`` on the CPU."""
+    return budget() if str(device).startswith("cuda") else min(budget(), HOST_CALL_BYTES)
+
+
+def rows_per_call(bytes_per_row: int, device, factor: int = WORKING_COPIES) -> int:
+    """The most rows of ``bytes_per_row`` input bytes one call may hold on ``device`` (at least 1)."""
+    return max(1, call_budget(device) // max(1, factor * int(bytes_per_row)))
+
+
+def row_windows(batch: int, cap: int) -> list:
+    """``[(start, stop), ...]``: ``batch`` rows in the fewest windows of at most ``cap`` rows,
+    balanced (sizes differ by at most one)."""
+    parts = -(-int(batch) // max(1, int(cap)))
+    edges = [batch * i // parts for i in range(parts + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def short_of_memory(device, nbytes: int | None = None) -> str | None:
+    """One line when ``device`` (CUDA) has less free memory than the budget, else None."""
+    if not str(device).startswith("cuda"):
+        return None
+    import torch   # the device is CUDA: torch is imported already (resolve_device)
+
+    want = budget() if nbytes is None else nbytes
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    if free >= want:
+        return None
+    return (f"{device} has {shown(free)} free of {shown(total)} (other processes hold the rest), under the "
+            f"memory budget of {shown(want)} (--max-gpu-memory {memory_text(want)}): free the device or "
+            f"lower the budget")
+
+
+def _host_now_peak() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return _ru_maxrss(resource.RUSAGE_SELF)
+
+
+def _ru_maxrss(who) -> int:
+    scale = 1 if sys.platform == "darwin" else 1024      # bytes on macOS, KiB on Linux
+    return int(resource.getrusage(who).ru_maxrss) * scale
+
+
+def _cuda():
+    """torch when this process has initialised CUDA (else None: nothing of it to read)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return torch
+
+
+class Peaks:
+    """This process's peaks since ``start()`` (module docstring): ``read()`` ->
+    ``{"gpu_peak_bytes": int or None, "host_peak_bytes": int}``."""
+
+    def start(self) -> "Peaks":
+        torch = _cuda()
+        if torch is not None:
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")                         # resets VmHWM to the current RSS (Linux 4.0+)
+        except OSError:
+            pass
+        return self
+
+    def read(self) -> dict:
+        torch = _cuda()
+        return {"gpu_peak_bytes": None if torch is None else int(torch.cuda.max_memory_allocated()),
+                "host_peak_bytes": _host_now_peak()}
+
+
+def worker_peaks(fn, device, payload) -> dict:
+    """The probe (``equiv.run`` runs ``module:function(fn, device, payload)`` beside the
+    candidate): the peaks of the process it runs in since the last ask; then reset."""
+    got = Peaks().read()
+    Peaks().start()
+    return got
+
+
+def stage_memory(**processes) -> dict:
+    """A stage's ``memory`` in the gate's JSON: each process's peaks (``gate``: the verdict
+    process, ``worker``: the candidate's, ``suite``: the property suite's process) and their
+    sums, the most the stage can have held at once (None: no process used a GPU)."""
+    procs = {name: p for name, p in processes.items() if p}
+    gpu = [p["gpu_peak_bytes"] for p in procs.values() if p.get("gpu_peak_bytes") is not None]
+    return {"gpu_peak_bytes": sum(gpu) if gpu else None,
+            "host_peak_bytes": sum(int(p.get("host_peak_bytes") or 0) for p in procs.values()),
+            "processes": procs}
+
+
+def ask_worker(runner) -> dict | None:
+    """The peaks of ``runner``'s worker process since the last ask (``worker_peaks``), when it
+    runs in one that is alive; None for calls in this process (``Peaks`` counts those)."""
+    proc = getattr(runner, "proc", None)
+    if runner is None or not getattr(runner, "isolated", False) or proc is None or proc.poll() is not None:
+        return None
+    got = runner.probe("equiv.memory:worker_peaks", None, timeout=30.0)
+    return got.value if got.ok and isinstance(got.value, dict) else None
+
+
+def measured(run, worker=None):
+    """A gate stage ``run(name, checks so far) -> (checks, Stage)`` whose Stage gains its peaks
+    (``stage_memory``): this process's from the stage's start, and ``worker()``'s (the
+    candidate's worker, ``ask_worker``; asked once before to reset it)."""
+    def stage(name, earlier):
+        if worker is not None:
+            worker()
+        peaks = Peaks().start()
+        got, st = run(name, earlier)
+        return got, replace(st, memory=stage_memory(gate=peaks.read(), worker=worker() if worker is not None else None))
+    return stage
+
+
+PEAKS_ENV = "EQUIV_PEAKS_FILE"       # where a gate's property-suite process writes its peaks
+
+
+def write_suite_peaks(worker: dict | None = None) -> None:
+    """In the suite's process (the plugin, at the session's end): its own peaks over its life and
+    its worker's, to the file the gate named in ``PEAKS_ENV`` (nothing when none was named)."""
+    path = os.environ.get(PEAKS_ENV)
+    if not path:
+        return
+    with open(path, "w") as f:
+        json.dump({"own": Peaks().read(), "worker": worker}, f)
+
+
+@contextmanager
+def suite_peaks():
+    """Around a gate: names a file for its suite's process (``PEAKS_ENV``, inherited when the
+    suite starts) and yields ``read() -> {"own": ..., "worker": ...} or None``. Gates run in
+    threads of one process share the variable, so their suites' figures may mix."""
+    folder = tempfile.mkdtemp(prefix="equiv-peaks-")
+    path = os.path.join(folder, "suite.json")
+    before = os.environ.get(PEAKS_ENV)
+    os.environ[PEAKS_ENV] = path
+
+    def read():
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+    try:
+        yield read
+    finally:
+        if before is None:
+            os.environ.pop(PEAKS_ENV, None)
+        else:
+            os.environ[PEAKS_ENV] = before
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        os.rmdir(folder)
+
+
+def with_suite_memory(stages, suite) -> tuple:
+    """``stages`` with the ``properties`` stage's ``memory`` from the suite's report (``suite_peaks``)."""
+    if not suite:
+        return tuple(stages)
+    return tuple(replace(st, memory=stage_memory(suite=suite.get("own"), suite_worker=suite.get("worker")))
+                 if st.name == "properties" and st.status in ("pass", "FAIL") else st for st in stages)

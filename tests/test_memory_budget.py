@@ -1,0 +1,148 @@
+"""The memory budget of a gate (equiv.memory, issue 44): ``--max-gpu-memory`` and its pytest twin
+parse or stop with one line; the rows a call may hold follow the budget; each call of every op's
+quick plan fits the default budget; the gate's JSON carries each stage's peaks per process; a
+device short of memory is NOT JUDGED before any work.
+"""
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from equiv import memory
+from equiv.checks import Check, Stage, stage_of
+from equiv.errors import InvalidArgument
+from equiv.options import RunOptions
+from equiv.ops.verify_tree.plans import contract_cases, statistical_cases
+
+gate_module = importlib.import_module("equiv.gate")     # ``equiv.gate`` the attribute is the function
+
+
+@pytest.fixture
+def budget():
+    yield memory.use_budget
+    memory.use_budget(None)
+
+
+@pytest.mark.parametrize("text, want", [("8GiB", 8 * 2 ** 30), ("512MiB", 512 * 2 ** 20), ("1.5GB", 1_500_000_000),
+                                        ("1048576", 2 ** 20), (3 * 2 ** 30, 3 * 2 ** 30), (" 2 gib ", 2 * 2 ** 30)])
+def test_a_budget_reads_units_and_plain_bytes(text, want):
+    assert memory.parse_memory(text) == want
+    assert memory.parse_memory(memory.memory_text(want)) == want
+
+
+@pytest.mark.parametrize("text", ["lots", "8XB", "-1GiB", "100", "0", "GiB", ""])
+def test_a_bad_budget_is_one_line_naming_the_value(text):
+    with pytest.raises(InvalidArgument) as err:
+        memory.parse_memory(text, "--max-gpu-memory")
+    assert "\n" not in str(err.value) and repr(text) in str(err.value) and "8GiB" in str(err.value)
+
+
+def test_the_cli_refuses_a_bad_budget_in_one_line():
+    got = subprocess.run([sys.executable, "-m", "equiv", "gate", "--op", "verify", "--candidate", "torch_sampler",
+                          "--device", "cpu", "--max-gpu-memory", "8XB"], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 2
+    assert got.stderr.strip().splitlines() == [
+        "equiv gate: error: --max-gpu-memory='8XB' is not an amount of memory: give bytes or a number with a unit, "
+        "such as 8GiB, 512MiB or 16GB"]
+
+
+def test_the_plugin_refuses_a_bad_budget_in_one_line(tmp_path, capfd):
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    assert True\n")
+    code = pytest.main([str(tmp_path), "-q", "-p", "no:cacheprovider", "--equiv-max-gpu-memory=lots"])
+    err = capfd.readouterr().err
+    assert code == pytest.ExitCode.USAGE_ERROR
+    lines = [ln for ln in err.splitlines() if "--equiv-max-gpu-memory='lots' is not an amount of memory" in ln]
+    assert len(lines) == 1 and lines[0].startswith("ERROR: "), err
+
+
+def test_the_budget_reaches_the_suite_as_the_plugin_option():
+    opts = RunOptions.make("torch_sampler", op="verify", max_gpu_memory="512MiB")
+    assert opts.max_gpu_memory == 2 ** 29 and "--equiv-max-gpu-memory=512MiB" in opts.pytest_args()
+    assert not any("max-gpu-memory" in a for a in RunOptions.make("torch_sampler", op="verify").pytest_args(every=False))
+
+    class Config:                                # what RunOptions.from_pytest reads
+        def getoption(self, name, default=None):
+            return {"equiv_candidate": "torch_sampler", "equiv_op": "verify", "equiv_device": "cpu",
+                    "equiv_max_gpu_memory": "512MiB"}.get(name, default)
+    assert RunOptions.from_pytest(Config()).max_gpu_memory == 2 ** 29
+
+
+def test_rows_per_call_follow_the_budget_and_the_device(budget):
+    row = 10 * 2 ** 20                           # 10 MiB of inputs a row: 60 MiB with the working copies
+    assert memory.rows_per_call(row, "cuda") == 8 * 1024 // 60
+    assert memory.rows_per_call(row, "cpu") == 1024 // 60          # the host's call budget: 1 GiB
+    budget(512 * 2 ** 20)
+    assert memory.rows_per_call(row, "cuda") == memory.rows_per_call(row, "cpu") == 8
+    assert memory.rows_per_call(2 ** 30, "cuda") == 1              # a row larger than the budget: one a call
+
+
+@pytest.mark.parametrize("batch, cap, sizes", [(4096, 395, {372, 373}), (10, 10, {10}), (10, 3, {2, 3}),
+                                               (7, 100, {7}), (1, 1, {1})])
+def test_row_windows_cover_the_batch_in_balanced_calls(batch, cap, sizes):
+    w = memory.row_windows(batch, cap)
+    assert w[0][0] == 0 and w[-1][1] == batch and all(a[1] == b[0] for a, b in zip(w, w[1:]))
+    assert {b - a for a, b in w} == sizes and len(w) == -(-batch // cap)
+
+
+@pytest.mark.parametrize("budget_name", ["quick", "full"])
+def test_every_call_of_the_tree_plan_fits_the_default_budget(budget_name, device="cuda"):
+    # the tree plan's calls are small (the wide vocab slot's ~4500 rows past V = 100000 come in
+    # calls of 65-127): the tree verifier sends no windows; this fails when a case outgrows a
+    # call's budget on a GPU (the largest now: 0.7 GiB of inputs in a contract case, 1 GiB in the
+    # full plan's tail slot; over the CPU's 2 GiB call budget with the working copies)
+    cases = contract_cases("any", 0) + statistical_cases(budget_name, "any", 0)
+    worst = max(cases, key=lambda c: c.recipe.batch * c.recipe.nodes * c.recipe.vocab)
+    r = worst.recipe
+    assert memory.WORKING_COPIES * r.batch * r.nodes * (r.vocab * 4 * 2 + 16) <= memory.call_budget(device), r
+
+
+def test_a_stage_records_its_peaks_per_process():
+    def run(name, earlier):
+        grow = bytearray(64 * 2 ** 20)           # 64 MiB held during the stage
+        checks = [Check(name, f"{name}:x", True, "held", duration_s=float(len(grow) > 0))]
+        return checks, stage_of(name, checks)
+    asked = []
+    _, st = memory.measured(run, lambda: asked.append(1) or {"gpu_peak_bytes": 5, "host_peak_bytes": 7})("s", [])
+    assert len(asked) == 2                       # reset before, read after
+    mem = st.to_json()["memory"]
+    assert mem["processes"]["worker"] == {"gpu_peak_bytes": 5, "host_peak_bytes": 7}
+    assert mem["processes"]["gate"]["host_peak_bytes"] >= 64 * 2 ** 20
+    assert mem["host_peak_bytes"] == mem["processes"]["gate"]["host_peak_bytes"] + 7
+    assert mem["gpu_peak_bytes"] == 5            # the gate process used no GPU (None), the worker 5
+
+
+def test_the_properties_stage_gets_the_suite_process_peaks(monkeypatch):
+    def fake_gate():
+        subprocess.run([sys.executable, "-c", "from equiv.memory import write_suite_peaks; "
+                        "write_suite_peaks({'gpu_peak_bytes': 3, 'host_peak_bytes': 4})"], check=True, timeout=120)
+        return gate_module.GateResult(candidate="c", passed=True, checks=(), k=(), device="cpu", dtypes=(),
+                                      budget="quick", seed=0, duration_s=1.0,
+                                      stages=(Stage("properties", "pass", 1, 1), Stage("statistics", "pass", 1, 1)))
+    opts = RunOptions.make("torch_sampler", op="verify", device="cpu")
+    result = gate_module._within_memory(opts, ("properties", "statistics"), fake_gate)
+    props = result.to_json()["stages"]["properties"]["memory"]
+    assert props["processes"]["suite_worker"] == {"gpu_peak_bytes": 3, "host_peak_bytes": 4}
+    assert props["processes"]["suite"]["host_peak_bytes"] > 10 * 2 ** 20 and props["gpu_peak_bytes"] == 3
+    assert result.to_json()["stages"]["statistics"]["memory"] == {}
+    assert memory.PEAKS_ENV not in os.environ
+
+
+def test_a_device_short_of_memory_is_not_judged(monkeypatch):
+    monkeypatch.setattr(gate_module, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(gate_module, "short_of_memory",
+                        lambda d: "cuda has 3.0 GiB free of 80.0 GiB (other processes hold the rest), under the "
+                                  "memory budget of 8.0 GiB (--max-gpu-memory 8GiB): free the device or lower the budget")
+    ran = []
+    opts = RunOptions.make("torch_sampler", op="verify", device="auto")
+    result = gate_module._within_memory(opts, ("properties", "statistics"), lambda: ran.append(1))
+    assert not ran and result.verdict == "not judged" and not result.passed and result.exit_code == 3
+    assert "3.0 GiB free" in result.not_judged[0] and "NOT JUDGED" in result.summary()
+    assert {s.status for s in result.stages} == {"not run"}
+    assert json.loads(json.dumps(result.to_json()))["verdict"] == "not judged"
+
+
+def test_short_of_memory_says_nothing_on_the_cpu():
+    assert memory.short_of_memory("cpu") is None
