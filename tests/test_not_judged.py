@@ -210,3 +210,32 @@ def test_the_property_suites_machine_failures_make_the_gate_not_judged(tmp_path)
     assert got.returncode == 3, got.stdout + got.stderr
     assert "while equiv built the input" in _not_judged_lines(got.stdout)[0]
     assert doc["verdict"] == "not judged" and xml.find(".//failure") is None
+
+
+# -- the classification and the candidate as the worker calls it (in this process) -----------------
+class AcceleratorError(RuntimeError):
+    """As torch 2.13 raises a CUDA error (seen on an H100: "CUDA error: out of memory")."""
+
+
+@pytest.mark.parametrize("exc, words", [
+    (MemoryError(), "out of host memory"),
+    (AcceleratorError("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation'"), "out of memory"),
+    (RuntimeError("CUDA error: CUDA-capable device(s) is/are busy or unavailable"), "busy or lost"),
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), None),   # the candidate's kernel
+    (ValueError("k must be positive"), None),
+])
+def test_which_failures_are_the_machines(exc, words):
+    got = faults.machine_fault(exc)
+    assert (got is None) if words is None else (words in got), got
+
+
+def test_the_watched_candidate_keeps_its_attributes_and_signature():
+    import inspect
+
+    def fn(logits, k):
+        return logits
+    fn.supported_k = (1, 2)
+    watched = faults.Watched(fn, "cpu")
+    assert watched.supported_k == (1, 2) and watched.__name__ == "fn"
+    assert list(inspect.signature(watched).parameters) == ["logits", "k"]
+    assert watched(3, 1) == 3 and not hasattr(watched, "max_k")

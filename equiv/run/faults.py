@@ -13,7 +13,10 @@ Plan
   ``BaseException`` so that a probe's ``except Exception`` (a candidate's failure, judged) lets it
   through; ``equiv.run.invoke`` makes it a ``CallOutcome`` of kind ``not_judged``.
 - ``harness(what)``: equiv's own steps in the worker (building the inputs and their guard bands,
-  moving the outputs to the host): a machine fault there is ``NotJudged``.
+  moving the outputs to the host): a machine fault there is ``NotJudged``. In a probe (many calls
+  that equiv's own code makes in the worker), a machine fault that escapes outside the
+  candidate's calls is equiv's too (``harness_fault``), and so is one raised in the gate's own
+  process (``equiv.gate``).
 - ``Watched(fn, device)``: the candidate as the worker calls it. Before each call it reads the
   memory (``memory``: ``torch.cuda.mem_get_info`` on a GPU, ``/proc/meminfo`` on the host) and
   estimates the call's need from its inputs (``need_bytes``: ``NEED_FACTOR`` times the bytes of
@@ -24,9 +27,9 @@ Plan
     the same figures, and it stays a failed call (FAIL, named as such).
   A device busy or lost during the call is NOT JUDGED. (A host ``MemoryError`` during a call on
   a GPU is weighed against the host's memory, read when it failed.)
-- Every ``NotJudged`` line a runner meets is noted (``note``) under the candidate's spec; a gate
-  asks ``since(mark, spec)`` which were noted during its run (``equiv.gate``), and the CLI which
-  were noted during the command.
+- Every ``NotJudged`` line a runner meets is noted (``note``); a gate asks ``since(mark)`` which
+  were noted in this process during its run, whoever's runner met them (a built-in baseline's
+  too: the machine failed all the same), and the CLI which were noted during the command.
 - Test hook (tests only; documented in docs/trust.md): ``EQUIV_TEST_FAULT`` holds
   comma-separated ``key=value`` items. ``build=memory|oom|busy|hang`` makes equiv's step of
   building a call's inputs in the worker raise ``MemoryError``, ``torch.OutOfMemoryError``, a
@@ -215,6 +218,8 @@ class Watched:
         self._device = device
 
     def __getattr__(self, name):
+        if "__wrapped__" not in self.__dict__:   # half-made (a copy): no attributes of its own yet
+            raise AttributeError(name)
         return getattr(self.__dict__["__wrapped__"], name)
 
     def __call__(self, *args):
@@ -229,7 +234,10 @@ def judged(exc: Exception, reading: Memory | None, args, device="cpu") -> BaseEx
     """What a candidate's exception ``exc`` becomes: ``NotJudged``, or ``exc`` itself (an
     out-of-memory error with its defect named in its message), marked as the candidate's."""
     cause = machine_fault(exc)
-    exc._equiv_candidates = True                 # a probe's caller does not take it for the harness's
+    try:
+        exc._equiv_candidates = True             # a probe's caller does not take it for the harness's
+    except AttributeError:                       # an exception type without a __dict__
+        pass
     if cause is None:
         return exc
     if not cause.startswith("out of"):
@@ -243,7 +251,10 @@ def judged(exc: Exception, reading: Memory | None, args, device="cpu") -> BaseEx
     if reading.free < need:
         return NotJudged(f"{cause} during the candidate's call: {words}; re-run on a device with more free memory")
     first = str(exc.args[0]) if exc.args else ""
-    exc.args = (f"out-of-memory defect of the candidate: {words}, and it ran out ({first})",) + tuple(exc.args[1:])
+    try:
+        exc.args = (f"out-of-memory defect of the candidate: {words}, and it ran out ({first})",) + tuple(exc.args[1:])
+    except (AttributeError, TypeError):          # an exception whose message cannot be set: as raised
+        pass
     return exc
 
 
