@@ -188,8 +188,8 @@ def greedy_problem(recipe, outputs) -> tuple | None:
 def greedy_shortfall(recipe, outputs) -> int:
     """One-hot targets: how many rows emit a shorter text than greedy decoding (every token the
     argmax, fewer of them: an efficiency figure, not a defect)."""
-    pr = recipe.make_problems()
-    greedy_length = (deterministic_output(pr.tokens, pr.draft, pr.target) != -1).sum(-1)[recipe.rows()]
+    argmax = recipe.make_problems().target.argmax(-1)[recipe.rows()]            # [B, n+1]
+    greedy_length = np.cumprod(recipe.row_tokens() == argmax[:, :recipe.n], axis=-1).sum(-1) + 1
     return int((text_stops(recipe, outputs) + 1 < greedy_length[None]).sum())
 
 
