@@ -21,9 +21,12 @@ import re
 
 import pytest
 
-from equiv.pytest.plugin import activate, option, register_profiles
 from equiv.ops import get_op
+from equiv.ops.draft_topk import ksupport
 from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
+from equiv.properties.runner import Suite
+from equiv.properties.subjects import options_from, subjects_from
+from equiv.pytest.plugin import activate, option, register_profiles
 
 EQUIV_SUITE = True
 register_profiles()
@@ -36,8 +39,6 @@ _OPTIONS = pytest.StashKey()
 
 
 def _options(config):
-    from equiv.properties.subjects import options_from, subjects_from
-
     if _OPTIONS not in config.stash:
         opts = options_from(config)
         config.stash[_OPTIONS] = (opts, subjects_from(opts))
@@ -66,8 +67,6 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def suite(request, subject):
-    from equiv.properties.runner import Suite
-
     opts, _ = _options(request.config)
     if request.node.get_closest_marker("own_k") is None and not subject.supports_k(subject.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at "
@@ -85,8 +84,6 @@ _REFUSED = pytest.StashKey()
 
 def _refused(config, suite) -> dict:
     """{k: why} for the ks of ``AUTO_KS`` the candidate refuses (asked once per run)."""
-    from equiv.ops.draft_topk import ksupport
-
     if _REFUSED not in config.stash:
         config.stash[_REFUSED] = ksupport.accepted(suite.runner, suite.opts.ks[:1], suite.opts.timeout).refused
     return config.stash[_REFUSED]

@@ -26,6 +26,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+import pytest
+from hypothesis import settings
+
+import equiv.properties as properties
+from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
+from equiv.properties.conftest import PROPERTY_ORDER
+
 
 @dataclass(frozen=True)
 class Kill:
@@ -53,8 +60,6 @@ class Kill:
 
 
 def properties_dir() -> str:
-    import equiv.properties as properties
-
     return os.path.dirname(os.path.abspath(properties.__file__))
 
 
@@ -62,9 +67,6 @@ def run_suite(spec: str | None, *, k: int = 1, device: str = "cpu", budget: str 
               stop_at_first: bool = True, extra=(), quiet: bool = True) -> dict:
     """The ``--equiv-report-json`` document of one in-process run of the suite on ``spec``
     (``None``: the built-in paths, with the known-failure ledger)."""
-    import pytest
-    from hypothesis import settings
-
     before = settings.get_current_profile_name()
     with tempfile.TemporaryDirectory(prefix="equiv-kill-") as tmp:
         path = os.path.join(tmp, "report.json")
@@ -86,8 +88,6 @@ def _first_failure(report: dict):
 
 
 def kill(name: str, **kwargs) -> Kill:
-    from equiv.ops.draft_topk.mutants import MUTANTS
-
     m = MUTANTS[name]
     t0 = time.perf_counter()
     failed = _first_failure(run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=m.k, **kwargs))
@@ -100,16 +100,12 @@ def kill(name: str, **kwargs) -> Kill:
 
 def legal_failures(name: str, **kwargs) -> list[dict]:
     """The failing tests of a legal variant (must be empty)."""
-    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS
-
     report = run_suite(f"equiv.ops.draft_topk.mutants:{name}", k=LEGAL_VARIANTS[name].k, stop_at_first=False, **kwargs)
     return [t for t in report["tests"] if t["outcome"] in ("failed", "error")]
 
 
 def matrix(names, properties) -> dict:
     """{(mutant, property): first_failure or None}: each property run alone against each mutant."""
-    from equiv.ops.draft_topk.mutants import MUTANTS
-
     out = {}
     for name in names:
         for prop in properties:
@@ -121,8 +117,6 @@ def matrix(names, properties) -> dict:
 
 
 def print_matrix(names) -> None:
-    from equiv.properties.conftest import PROPERTY_ORDER
-
     props = [p for p in PROPERTY_ORDER if p != "builtin_argument_errors"]
     m = matrix(names, props)
     print("| mutant | " + " | ".join(props) + " |")
@@ -132,8 +126,6 @@ def print_matrix(names) -> None:
 
 
 def main(argv=None) -> int:
-    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
-
     names = list(argv if argv is not None else sys.argv[1:])
     if names[:1] == ["--matrix"]:
         print_matrix(names[1:] or list(MUTANTS))

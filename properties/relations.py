@@ -19,17 +19,17 @@ Follow-up inputs (all exact, so softmax of the follow-up is known exactly from t
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from equiv import reference
+from equiv.ops.draft_topk.strategies import SHIFT_GRID
+from equiv.properties.runner import to_numpy
 
 POISON_CYCLE = ("nan", "posinf", "two_posinf", "all_neginf")
 
 
 def snap(x, dtype: str):
     """``x`` rounded onto the exact-shift grid of ``dtype`` and clipped to its range."""
-    import torch
-
-    from equiv.ops.draft_topk.strategies import SHIFT_GRID
 
     g, x_max, _ = SHIFT_GRID[dtype]
     y = torch.round(x.float() / g) * g
@@ -47,15 +47,11 @@ def permutation(kind: str, seed: int, vocab: int) -> np.ndarray:
 
 def permute_vocab(x, perm: np.ndarray):
     """``y[:, j] = x[:, perm[j]]``: an index ``i`` of y is index ``perm[i]`` of x."""
-    import torch
-
     return x.index_select(1, torch.as_tensor(perm, device=x.device))
 
 
 def poison_rows(x, seed: int, n: int):
     """``x`` with ``n`` poisoned rows inserted at seeded positions; returns (y, healthy_rows_of_y)."""
-    import torch
-
     rng = np.random.default_rng(seed)
     batch, vocab = x.shape
     total = batch + n
@@ -84,8 +80,6 @@ def raise_logits(x, ref, mode: str, seed: int):
     above every other logit by a margin far wider than any near-tie). ``other``: a seeded
     lower logit goes half-way to the row max, staying strictly below it (unchanged when the
     dtype has no value in between)."""
-    import torch
-
     rng = np.random.default_rng(seed)
     y = x.clone()
     raised = np.full(x.shape[0], -1, dtype=np.int64)
@@ -219,6 +213,4 @@ def bounds_problem(out, ref, tol) -> str | None:
 
 
 def reference_of(x, k: int):
-    from equiv.properties.runner import to_numpy
-
     return reference.softmax_topk(to_numpy(x), k)

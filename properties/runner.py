@@ -31,10 +31,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import example, given, seed as with_seed, settings
 
+from equiv.ops.draft_topk import strategies
+from equiv.ops.draft_topk.compare import compare, contract_break
 from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
-from equiv.run.outcome import ABNORMAL
+from equiv.ops.draft_topk.space import call_context
+from equiv.ops.draft_topk.tolerance import tolerance_for
 from equiv.properties.subjects import QUICK_EXAMPLES
+from equiv.pytest.plugin import suite_settings
+from equiv.run import Raw, runner_for
+from equiv.run.outcome import ABNORMAL
 
 
 class AbnormalEnd(BaseException):
@@ -61,8 +69,6 @@ class Output:
 
 
 def to_numpy(t) -> np.ndarray:
-    import torch
-
     if t.dtype in (torch.bfloat16, torch.float16):
         t = t.float()                            # exact: both embed in float32
     return t.detach().cpu().numpy()
@@ -114,8 +120,6 @@ class Suite:
 
     @property
     def runner(self):
-        from equiv.run import runner_for
-
         return runner_for(self.subject.spec, self.device, self.opts.timeout)
 
     @property
@@ -128,15 +132,11 @@ class Suite:
 
     def coverage_recipes(self):
         """The shapes every run judges (``strategies.coverage_recipes``) within this subject's budget."""
-        from equiv.ops.draft_topk import strategies
-
         b = self.subject.budget
         return strategies.coverage_recipes(self.dtypes, max_vocab=b.max_vocab, max_batch=b.max_batch,
                                            min_vocab=self.k)
 
     def recipes(self, families, **kwargs):
-        from equiv.ops.draft_topk import strategies
-
         b = self.subject.budget
         kwargs["min_vocab"] = max(kwargs.get("min_vocab", 1), self.k)   # k > V is not a valid input
         kwargs["max_vocab"] = min(kwargs.get("max_vocab", b.max_vocab), b.max_vocab)
@@ -144,8 +144,6 @@ class Suite:
         return strategies.recipes(families, self.dtypes, **kwargs)
 
     def tolerance(self, dtype):
-        from equiv.ops.draft_topk.tolerance import tolerance_for
-
         return tolerance_for(dtype)
 
     # -- calling the subject --------------------------------------------------------------------
@@ -155,20 +153,13 @@ class Suite:
     def context(self, x) -> str:
         """The calling context of a call on ``x`` (``--equiv-context``; drawn: ``space.context_of``
         on the input, so a replayed example is called as it was)."""
-        from equiv.ops.draft_topk.space import call_context
-
         return call_context(x, self.opts.option("context"), self.device)
 
     def tensor(self, values: np.ndarray, dtype: str):
-        import torch
-
         return torch.from_numpy(np.ascontiguousarray(values)).to(getattr(torch, dtype)).to(self.device)
 
     def call(self, x, k: int | None = None, *, what: str = "the input") -> Output:
         """One call of the subject; a raise, a broken contract or a changed input fails."""
-        from equiv.ops.draft_topk.compare import contract_break
-        from equiv.run import Raw
-
         k = self.k if k is None else k
         batch, vocab = x.shape
         dtype = str(x.dtype).removeprefix("torch.")
@@ -190,8 +181,6 @@ class Suite:
                           what: str = "the input"):
         """``equiv.ops.draft_topk.compare`` on ``x`` (its contract includes an untouched input); a failed check
         fails the property with the comparison's summary."""
-        from equiv.ops.draft_topk.compare import compare
-
         k = self.k if k is None else k
         res = compare(self.subject.spec, x, k, recipe=recipe, name=self.subject.name,
                       timeout=self.opts.timeout, context=self.context(x))
@@ -239,14 +228,10 @@ class Suite:
 
     # -- running a property ---------------------------------------------------------------------
     def examples(self, weight: float) -> int:
-        from equiv.pytest.plugin import suite_settings
-
         base = QUICK_EXAMPLES if self.opts.budget == "quick" else suite_settings().max_examples
         return max(1, round(base * weight * self.subject.budget.example_factor))
 
     def _seed(self):
-        from hypothesis import settings
-
         forced = self.request.config.getoption("hypothesis_seed", None)
         if forced is not None:
             return int(forced) if str(forced).isdigit() else forced
@@ -255,8 +240,6 @@ class Suite:
         return random.getrandbits(32)
 
     def pytest_repro(self, seed) -> str:
-        from hypothesis import settings
-
         node = self.request.node
         args = [f"'{node.path}::{node.name}'"] + self.opts.pytest_args(every=False)
         if seed is not None:
@@ -266,9 +249,6 @@ class Suite:
 
     def run(self, check, *, weight: float = 1.0, **strategies) -> None:
         """Run ``check(**drawn)`` under Hypothesis with this subject's budget (module docstring)."""
-        from hypothesis import example, given, seed as with_seed, settings
-
-        from equiv.pytest.plugin import suite_settings
 
         counts = {"examples": 0, "first_failure": None}
 

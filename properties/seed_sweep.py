@@ -17,10 +17,11 @@ import argparse
 import sys
 import time
 
+from equiv.atomic import write_json
+from equiv.properties.killing import run_suite
+
 
 def sweep(path: str, seeds: range, *, budget: str, profile: str, progress=None) -> dict:
-    from equiv.properties.killing import run_suite
-
     failures, examples, t0 = [], 0, time.perf_counter()
     for seed in seeds:
         report = run_suite(None, budget=budget, profile=profile, stop_at_first=False,
@@ -58,8 +59,6 @@ def main(argv=None) -> int:
         print(f"{r['path']}: {len(r['false_positives'])} false positives in {r['seeds']} seeds "
               f"({r['examples']} examples, {r['budget']} budget, {r['profile']} profile, {r['duration_s']} s)")
     if args.json:
-        from equiv.atomic import write_json
-
         write_json(args.json, results)
     return 1 if any(r["false_positives"] for r in results) else 0
 

@@ -20,6 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from equiv.ops.draft_topk.paths import get_path, path_names
+from equiv.pytest.plugin import run_options
+from equiv.run.spec import CandidateSpec
+
 QUICK_EXAMPLES = 6
 
 
@@ -66,8 +70,6 @@ class Subject:
 
 def options_from(config):
     """The equiv options of this pytest run (``equiv.options.RunOptions``), read once by the plugin."""
-    from equiv.pytest.plugin import run_options
-
     return run_options(config)
 
 
@@ -78,9 +80,6 @@ def _budget(name: str, device: str) -> Budget:
 def subjects_from(opts) -> list[Subject]:
     """The candidate alone when one is given (once per k asked), else every built-in path (at
     each k it supports). A user's candidate is never imported here: its worker does that."""
-    from equiv.ops.draft_topk.paths import get_path, path_names
-    from equiv.run.spec import CandidateSpec
-
     spec = opts.spec
     if spec is not None:
         fn = spec.load().fn if spec.trusted else None

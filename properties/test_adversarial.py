@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from equiv.fixtures import path as fixture_path
+from equiv.ops.draft_topk.recipes import Recipe
 
 FIXTURES = fixture_path("adversarial")
 
@@ -30,8 +31,6 @@ def load_cases() -> list[dict]:
 
 
 def test_adversarial_fixtures(subject, suite):
-    from equiv.ops.draft_topk.recipes import Recipe
-
     cases = load_cases()
     judged, left_out = 0, []
     for case in cases:

@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import strategies as st
 
+from equiv.errors import InvalidArgument
+from equiv.ops.draft_topk import history, ksupport
 from equiv.ops.draft_topk.recipes import HEALTHY_FAMILIES
 from equiv.properties import relations as rel
 
@@ -57,8 +60,6 @@ def test_repeated_calls(subject, suite):
 
 
 def test_call_history(subject, suite):
-    from equiv.ops.draft_topk import history
-
     if not subject.supports_k(suite.k):
         pytest.skip(f"path {subject.name!r} supports k <= {subject.max_k}; this run judges at k = {suite.k}")
     seed = suite.request.config.getoption("hypothesis_seed", None)
@@ -87,7 +88,6 @@ def _ordering_k(suite, subject):
     if suite.k > 1:
         return st.just(suite.k)
     if subject.explicit and subject.more_k:      # --equiv-k auto: the other ks it accepts
-        from equiv.ops.draft_topk import ksupport
 
         taken = ksupport.accepted(suite.runner, subject.more_k, suite.opts.timeout)
         if not taken.accepted:
@@ -125,9 +125,6 @@ def test_topk_ordering(subject, suite):
 
 def argument_problems(fn, device: str, max_k: int | None) -> tuple[list[str], int]:
     """What is wrong with ``fn``'s handling of k < 1, k > V and B = 0; and how many calls it took."""
-    import torch
-
-    from equiv.errors import InvalidArgument
 
     problems, calls = [], 0
     x = torch.zeros((2, 5), device=device)

@@ -19,6 +19,7 @@ tolerance allowances. Inputs come from the healthy families (poison is added exp
 from __future__ import annotations
 
 import numpy as np
+import torch
 from hypothesis import strategies as st
 
 from equiv.ops.draft_topk.recipes import HEALTHY_FAMILIES
@@ -47,7 +48,6 @@ def test_row_independence(subject, suite):
     def row_independence(recipe, rows_seed):
         x = suite.build(recipe)
         rows = np.random.default_rng(rows_seed).permutation(recipe.batch)[: max(1, recipe.batch // 2 + 1)]
-        import torch
 
         a = suite.call(x, what="the full batch")
         b = suite.call(x.index_select(0, torch.as_tensor(rows, device=x.device)), what="the row subset")

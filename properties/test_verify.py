@@ -21,8 +21,14 @@ target_probs, generator)``) or every built-in verifier. Each test goes through t
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, seed as with_seed, settings
 
-from equiv.pytest.plugin import option
+from equiv.devices import resolve_device
+from equiv.ops.verify.judge import Case, run_judge
+from equiv.ops.verify.paths import verifier_names
+from equiv.ops.verify.plans import contract_cases, statistical_cases
+from equiv.properties.verify_strategies import verify_recipes
+from equiv.pytest.plugin import option, run_options, suite_settings
 
 pytestmark = pytest.mark.equiv_op("verify")
 EXACT = ("contract", "support", "greedy")
@@ -32,7 +38,6 @@ QUICK_EXAMPLES = 6
 def pytest_generate_tests(metafunc):
     if "verifier" in metafunc.fixturenames:
         spec = option(metafunc.config, "equiv_candidate")
-        from equiv.ops.verify.paths import verifier_names
 
         names = [spec] if spec else verifier_names()
         metafunc.parametrize("verifier", names, ids=[n.replace("/", "_") for n in names])
@@ -40,15 +45,10 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def device(request):
-    from equiv.devices import resolve_device
-
     return resolve_device(option(request.config, "equiv_device"))
 
 
 def _judge(verifier, cases, device, request, checks):
-    from equiv.ops.verify.judge import run_judge
-    from equiv.pytest.plugin import run_options
-
     opts = run_options(request.config)
     verdict = run_judge(verifier, cases, device=device, spec=verifier, timeout=opts.timeout, law=opts.option("law"))
     failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
@@ -61,11 +61,6 @@ def _judge(verifier, cases, device, request, checks):
 
 
 def test_verify_drawn_recipes(verifier, device, request):
-    from hypothesis import given, settings
-
-    from equiv.ops.verify.judge import Case
-    from equiv.properties.verify_strategies import verify_recipes
-    from equiv.pytest.plugin import suite_settings
 
     request.node.user_properties.append(("equiv_property", "verify_drawn_recipes"))
     quick = option(request.config, "equiv_budget") == "quick"
@@ -80,8 +75,6 @@ def test_verify_drawn_recipes(verifier, device, request):
 
     seed = request.config.getoption("hypothesis_seed", None)
     if seed is not None:
-        from hypothesis import seed as with_seed
-
         drawn = with_seed(int(seed))(drawn)
     try:
         drawn()
@@ -90,16 +83,11 @@ def test_verify_drawn_recipes(verifier, device, request):
 
 
 def test_verify_contract_plan(verifier, device, request):
-    from equiv.ops.verify.plans import contract_cases
-
     request.node.user_properties.append(("equiv_property", "verify_contract_plan"))
     _judge(verifier, contract_cases(), device, request, EXACT)
 
 
 def test_verify_statistics(verifier, device, request):
-    from equiv.ops.verify.plans import statistical_cases
-    from equiv.pytest.plugin import run_options
-
     request.node.user_properties.append(("equiv_property", "verify_statistics"))
     budget = option(request.config, "equiv_budget")
     law = run_options(request.config).option("law")

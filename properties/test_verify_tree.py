@@ -21,8 +21,16 @@ tree verifier, judged for the construction it declares (``--equiv-drafts``, else
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, seed as with_seed, settings
 
-from equiv.pytest.plugin import option
+from equiv.devices import resolve_device
+from equiv.ops.verify_tree.calls import declaration
+from equiv.ops.verify_tree.gate import resolve_drafts
+from equiv.ops.verify_tree.judge import Case, run_judge
+from equiv.ops.verify_tree.paths import verifier_names
+from equiv.ops.verify_tree.plans import constructions_of, contract_cases, statistical_cases
+from equiv.properties.verify_tree_strategies import tree_recipes
+from equiv.pytest.plugin import option, run_options, suite_settings
 
 pytestmark = pytest.mark.equiv_op("verify_tree")
 EXACT = ("contract", "support", "greedy")
@@ -32,7 +40,6 @@ QUICK_EXAMPLES = 6
 def pytest_generate_tests(metafunc):
     if "verifier" in metafunc.fixturenames:
         spec = option(metafunc.config, "equiv_candidate")
-        from equiv.ops.verify_tree.paths import verifier_names
 
         names = [spec] if spec else list(verifier_names())
         metafunc.parametrize("verifier", names, ids=[n.replace("/", "_") for n in names])
@@ -40,27 +47,18 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture
 def device(request):
-    from equiv.devices import resolve_device
-
     return resolve_device(option(request.config, "equiv_device"))
 
 
 @pytest.fixture
 def declared(request, verifier, device):
     """``(drafts, targets)``: what the verifier is judged for (the option wins)."""
-    from equiv.ops.verify_tree.calls import declaration
-    from equiv.ops.verify_tree.gate import resolve_drafts
-    from equiv.pytest.plugin import run_options
-
     opts = run_options(request.config)
     said = declaration(verifier, device=device, timeout=opts.timeout)
     return resolve_drafts(opts.option("drafts"), said), said.get("targets") or "any"
 
 
 def _judge(verifier, cases, device, drafts, request, checks):
-    from equiv.ops.verify_tree.judge import run_judge
-    from equiv.pytest.plugin import run_options
-
     verdict = run_judge(verifier, cases, device=device, drafts=drafts, spec=verifier,
                         timeout=run_options(request.config).timeout)
     failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
@@ -73,12 +71,6 @@ def _judge(verifier, cases, device, drafts, request, checks):
 
 
 def test_verify_tree_drawn_recipes(verifier, device, declared, request):
-    from hypothesis import given, settings
-
-    from equiv.ops.verify_tree.judge import Case
-    from equiv.ops.verify_tree.plans import constructions_of
-    from equiv.properties.verify_tree_strategies import tree_recipes
-    from equiv.pytest.plugin import suite_settings
 
     drafts, targets = declared
     request.node.user_properties.append(("equiv_property", "verify_tree_drawn_recipes"))
@@ -96,8 +88,6 @@ def test_verify_tree_drawn_recipes(verifier, device, declared, request):
 
     seed = request.config.getoption("hypothesis_seed", None)
     if seed is not None:
-        from hypothesis import seed as with_seed
-
         drawn = with_seed(int(seed))(drawn)
     try:
         drawn()
@@ -106,8 +96,6 @@ def test_verify_tree_drawn_recipes(verifier, device, declared, request):
 
 
 def test_verify_tree_contract_plan(verifier, device, declared, request):
-    from equiv.ops.verify_tree.plans import contract_cases
-
     drafts, targets = declared
     request.node.user_properties.append(("equiv_property", "verify_tree_contract_plan"))
     cases = contract_cases(drafts)
@@ -117,8 +105,6 @@ def test_verify_tree_contract_plan(verifier, device, declared, request):
 
 
 def test_verify_tree_statistics(verifier, device, declared, request):
-    from equiv.ops.verify_tree.plans import statistical_cases
-
     drafts, targets = declared
     request.node.user_properties.append(("equiv_property", "verify_tree_statistics"))
     _judge(verifier, statistical_cases(option(request.config, "equiv_budget"), drafts, 0, targets),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from equiv.ops.verify.recipes import DRAFTS, FAMILIES
+from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
 
 VOCABS = (2, 3, 33, 1025, 4097, 32000, 129280, 1)
 NOISES = (1.0, 0.0, 0.3, 3.0)
@@ -23,8 +23,6 @@ _TWO_TOKENS = ("disjoint", "tiny_q")
 @st.composite
 def verify_recipes(draw, families=FAMILIES, *, max_n: int = 8, max_batch: int = 16,
                    max_elements: int = MAX_ELEMENTS):
-    from equiv.ops.verify.recipes import VerifyRecipe
-
     family = draw(st.sampled_from(tuple(families)))
     vocab = draw(st.sampled_from([v for v in VOCABS if v >= 2 or family not in _TWO_TOKENS]))
     n = draw(st.integers(1, max_n))
