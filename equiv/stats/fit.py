@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats.values import finite_1d
+from equiv.stats.values import finite_1d, scipy_stats
 
 SAMPLING_ALPHA = 0.001
 TVD_FLOOR = 0.01
@@ -75,8 +75,7 @@ class SamplingFitResult:
 
 
 def _pit_test(group: str, u, bins: int) -> tuple:
-    from scipy import stats   # seconds to import (6.4 s measured on the shared 2-core CPU): only a test pays it
-
+    stats = scipy_stats()
     observed = np.bincount(np.minimum((u * bins).astype(np.int64), bins - 1), minlength=bins)
     expected = u.size / bins
     chi2 = float(((observed - expected) ** 2 / expected).sum())
@@ -135,8 +134,7 @@ def pit(rank_probabilities, levels, ranks, rng):
 def cells_test(observed, expected):
     """Pearson's chi-square of counts against expected counts, the tail cells merged until each
     expects >= 5; ``(chi2, df, p, tvd)`` or None when fewer than two cells are left."""
-    from scipy import stats   # seconds to import (6.4 s measured on the shared 2-core CPU): only a test pays it
-
+    stats = scipy_stats()
     obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
     for o, e in zip(observed[::-1], expected[::-1]):
         acc_o, acc_e = acc_o + o, acc_e + e

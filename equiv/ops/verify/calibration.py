@@ -28,8 +28,21 @@ import argparse
 import json
 import time
 from dataclasses import replace
+from multiprocessing import get_context
 
 import numpy as np
+import torch
+
+from equiv.atomic import atomic_write
+from equiv.devices import resolve_device
+from equiv.ops.verify.calls import Draws, draw
+from equiv.ops.verify.judge import judge_draws
+from equiv.ops.verify.laws import _law, _stops
+from equiv.ops.verify.paths import acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf, torch_sampler
+from equiv.ops.verify.plans import statistical_cases
+from equiv.reference.verify import residual
+from equiv.stats.values import scipy_stats
+from equiv.validation import check_choice
 
 SHAPES = ("sharper", "flatter", "swap_top2")
 _RUN_STRIDE = 10 ** 6
@@ -71,10 +84,6 @@ def biased_sampler(shape: str, tv: float, at: str = "drawn"):
     ``tv`` from the target's ``p_j`` (averaged over drafts drawn from ``q``: the law of the
     position is ``min(p, q) + Z ((1 - e) R + e A)`` with ``Z = sum max(0, p - q)``, so
     ``e = tv / (Z TV(A, R))``; ``Z = 1`` at the bonus) -- what the losslessness judge sees."""
-    import torch
-
-    from equiv.ops.verify.paths import acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf
-    from equiv.validation import check_choice
 
     _alternative(np.ones((1, 2)) / 2, shape)                  # an unknown shape fails here
     check_choice("at", at, AT)
@@ -100,8 +109,6 @@ def biased_sampler(shape: str, tv: float, at: str = "drawn"):
 def reached_tv(cases, drawn, shape: str, tv: float, at: str = "drawn") -> float:
     """Mean TV between the biased and the exact law over the tokens the runs drew (``at="drawn"``:
     of the drawn token; ``"emitted"``: of the position's law, ``Z`` times the drawn token's)."""
-    from equiv.ops.verify.laws import _stops
-
     total = weight = 0.0
     for case, dr in zip(cases, drawn):
         r = case.recipe
@@ -121,9 +128,6 @@ def reached_tv(cases, drawn, shape: str, tv: float, at: str = "drawn") -> float:
 def _drawn_laws(recipe):
     """``(laws [L, V], share [L])``: each level's drawn law (the reference's, normalised) and its
     mass relative to ``p_j`` (``Z``, the residual's; 1 at the bonus)."""
-    from equiv.ops.verify.laws import _law
-    from equiv.reference.verify import residual
-
     pr = recipe.make_problems()
     p = pr.target.astype(np.float64)
     share = np.ones(p.shape[:2])
@@ -132,8 +136,6 @@ def _drawn_laws(recipe):
 
 
 def _judge_run(args):
-    from equiv.ops.verify.judge import judge_draws
-
     cases, drawn, seed, law = args
     v = judge_draws(cases, drawn, spec="calibration", device="-", seed=seed, law=law)
     return [c.name for c in v.failed]
@@ -143,9 +145,6 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
                     workers: int = 1, law: str = "lossless", guarded: bool = True) -> list:
     """The failed checks of each of ``runs`` runs of ``fn`` on ``cases`` (module docstring);
     ``guarded=False`` skips the guard bands (our own samplers: they write nothing)."""
-    from multiprocessing import get_context
-
-    from equiv.ops.verify.calls import Draws
 
     failures = []
     pool = get_context("fork").Pool(workers) if workers > 1 else None
@@ -180,8 +179,7 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
 
 
 def _row(label, failures, runs, extra=None) -> dict:
-    from scipy.stats import beta
-
+    beta = scipy_stats().beta
     k = sum(bool(f) for f in failures)
     upper = float(beta.ppf(0.95, k + 1, runs - k)) if k < runs else 1.0   # one-sided 95 % bounds
     lower = float(beta.ppf(0.05, k, runs - k + 1)) if k > 0 else 0.0      # (Clopper-Pearson)
@@ -191,10 +189,6 @@ def _row(label, failures, runs, extra=None) -> dict:
 
 
 def main(argv=None) -> int:
-    from equiv.devices import resolve_device
-    from equiv.ops.verify.paths import torch_sampler
-    from equiv.ops.verify.plans import statistical_cases
-
     ap = argparse.ArgumentParser(prog="python -m equiv.ops.verify.calibration", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--runs", type=int, default=1000, help="runs of the correct sampler per budget")
@@ -237,8 +231,6 @@ def main(argv=None) -> int:
                        "vocab": vocab}, fn, cases, args.power_runs,
                       {"reached_tv": round(reached_tv(cases, probe, shape, tv), 5)})
     if args.json:
-        from equiv.atomic import atomic_write
-
         atomic_write(args.json, json.dumps({"device": device, "rows": rows}, indent=2) + "\n")
     return 0
 
@@ -246,16 +238,12 @@ def main(argv=None) -> int:
 def _draw(fn, device, recipe, seeds, guarded=True) -> dict:
     """``calls.draw``'s answer for ``fn`` on ``recipe``: a verifier called on ``device``, or a
     ``law_draws.LawSampler`` drawing its law on the host."""
-    from equiv.ops.verify.calls import draw
-
     if getattr(fn, "on_host", False):
         return {"outputs": fn.draws(recipe, seeds), "problem": None}
     return draw(fn, device, {"recipe": str(recipe), "seeds": list(seeds), "guarded": guarded})
 
 
 def run_draws_once(fn, cases, device):
-    from equiv.ops.verify.calls import Draws
-
     return [Draws(str(c.recipe), c.seeds, _draw(fn, device, c.recipe, c.seeds)["outputs"]) for c in cases]
 
 

@@ -13,8 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats import cells_test, pit
 from equiv.ops.verify.recipes import VerifyRecipe, problem_cache
+from equiv.ops.verify.tail import level_repeats
+from equiv.reference import verify as ref
+from equiv.reference.verify import deterministic_output
+from equiv.stats import cells_test, pit
+from equiv.stats.values import scipy_stats
 
 ACCEPT_FLOOR = 0.01
 TVD_FLOOR = 0.01
@@ -33,8 +37,6 @@ class _Law:
 
 @problem_cache(maxsize=32)
 def _law(recipe: VerifyRecipe, with_drawn: bool) -> _Law:
-    from equiv.reference import verify as ref
-
     pr = recipe.make_problems()
     try:
         alpha = ref.acceptance_probabilities(pr.tokens, pr.draft, pr.target)
@@ -128,8 +130,6 @@ def support_problem(recipe, outputs, law: _Law | None) -> tuple | None:
 
 def greedy_problem(recipe, outputs) -> tuple | None:
     """One-hot targets: ``(call, row, message)`` where the output is not greedy decoding's."""
-    from equiv.reference.verify import deterministic_output
-
     pr = recipe.make_problems()
     want = deterministic_output(pr.tokens, pr.draft, pr.target)[recipe.rows()]
     bad = (outputs != want[None]).any(-1)
@@ -182,8 +182,6 @@ def pit_values(recipe, outputs, rng) -> tuple:
     """For every drawn token of ``outputs`` (layout already checked): its PIT value, its group
     label (family and slot), its rank cell, the expected mass of every rank cell, and the tail
     repeats of each drawn law (tail.py)."""
-    from equiv.ops.verify.tail import level_repeats
-
     n = recipe.n
     sorted_laws, rank_of, cell_mass = _pit_table(recipe)
     stop = _stops(recipe, outputs)
@@ -219,12 +217,10 @@ def rank_fit(cells, expected, groups, alpha: float, floor: float = TVD_FLOOR) ->
 def acceptance_family(records, alpha: float, floor: float = ACCEPT_FLOOR) -> list:
     """Exact two-sided binomial test per record, Bonferroni over the records; each record gains
     ``rate``, ``p_value``, ``failed``."""
-    from scipy.stats import binomtest
-
     level = alpha / max(len(records), 1)
     out = []
     for r in records:
-        p = float(binomtest(r["successes"], r["trials"], r["alpha"]).pvalue)
+        p = float(scipy_stats().binomtest(r["successes"], r["trials"], r["alpha"]).pvalue)
         rate = r["successes"] / r["trials"]
         out.append({**r, "rate": rate, "p_value": p, "level": level,
                     "failed": p < level and abs(rate - r["alpha"]) > floor})
