@@ -8,6 +8,7 @@ pasted into a shell in another folder, replays the same failure -- for a recipe,
 tensor (values in the line), a large raw tensor (saved once) and a module-level callable; the
 strategies drive a user's ``@given`` test.
 """
+import importlib
 import shlex
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 
 import equiv
 import equiv.strategies as es
+from equiv.ops import get_op
 
 KERNEL = '''
 import torch
@@ -34,13 +36,22 @@ def test_import_equiv_loads_no_torch():
     assert out.stdout.split() == ["False", "False"], out.stderr
 
 
-def test_naming_a_builtin_path_loads_no_torch():
+@pytest.mark.parametrize("op, name", [("draft_topk", "softmax_topk"), ("verify", "torch_sampler"),
+                                      ("verify_tree", "specinfer")])
+def test_naming_a_builtin_path_loads_no_torch(op, name):
     # the gate parses the candidate's name before it starts its property suite: torch there
     # would hold the suite back by its import time (~1.6 s on a GPU host)
-    code = ("import sys; from equiv.options import RunOptions; RunOptions.make('softmax_topk', op='draft_topk'); "
+    code = (f"import sys; from equiv.options import RunOptions; RunOptions.make({name!r}, op={op!r}); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False"], out.stderr
+
+
+@pytest.mark.parametrize("op", ["verify", "verify_tree"])
+def test_an_ops_builtin_names_are_its_paths(op):
+    # the op declares its built-in names (no torch); its paths module holds the functions
+    paths = importlib.import_module(f"equiv.ops.{op}.paths")
+    assert get_op(op).builtin_names() == tuple(paths.VERIFIERS)
 
 
 def test_every_public_name_resolves():

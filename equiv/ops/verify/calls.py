@@ -30,6 +30,10 @@ from equiv.memory import row_windows, rows_per_call
 from equiv.run.seeded import seeded_calls
 
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.errors import CandidateLoadError, EquivError
+from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.run import CandidateSpec, Seeded, runner_for
+from equiv.run.load import Candidate
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
 # The generator seeds of a call's windows of rows (run_draws): s, s + 2**20, s + 2 * 2**20, ... A
@@ -80,8 +84,6 @@ def draw(fn, device, payload) -> dict:
     ``"rows": [start, stop]`` and ``"window": j`` to build and call those rows of the batch alone
     (``run_draws``: every window is called as the whole call would be, with ``window_seeds``), and
     ``"guarded": False`` to skip the guard bands (the calibration's own trusted samplers only)."""
-    from equiv.ops.verify.recipes import VerifyRecipe
-
     recipe = VerifyRecipe.parse(payload["recipe"])
     rows = payload.get("rows")                       # a window of rows (run_draws), else all
     built = recipe.build(device, rows=rows)
@@ -98,10 +100,6 @@ def draw(fn, device, payload) -> dict:
 def runner_target(candidate):
     """What the runner is asked for: the spec (a user's verifier runs in the worker, ours in
     process), or the callable itself when the caller handed one."""
-    from equiv.errors import CandidateLoadError
-    from equiv.run import CandidateSpec
-    from equiv.run.load import Candidate
-
     if isinstance(candidate, Candidate):             # named by a spec: its runner; else the callable
         try:
             return CandidateSpec.parse(candidate.spec, "verify")
@@ -124,8 +122,6 @@ def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -
     sent in windows of rows: window ``j`` of the call seeded ``s`` draws with the generator seed
     ``s + j * WINDOW_SEED_STRIDE``, and the windows' outputs are joined, so the judge sees every
     row of the recipe, each built as in one call, in one ``[calls, B, n+1]`` array."""
-    from equiv.run import runner_for
-
     seeds = [int(s) for s in seeds]
     windows = row_windows(recipe.batch, rows_per_call(bytes_per_row(recipe), device))
     budget = None if timeout is None else timeout * max(len(seeds), 1)
@@ -171,9 +167,6 @@ def verifier_function(candidate, device: str, timeout: float | None = DEFAULT_TI
     callable run in this process on the live tensors; a user's spec runs in its supervised worker
     on a copy. A call that goes wrong raises ``EquivError`` with the runner's one-line problem."""
     import torch
-
-    from equiv.errors import EquivError
-    from equiv.run import Seeded, runner_for
 
     runner = runner_for(runner_target(candidate), device=device, timeout=timeout, op="verify")
     if not runner.isolated:

@@ -29,10 +29,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.checks import stage_of, with_call_defects
+from equiv.devices import resolve_device
 from equiv.memory import ask_worker, measured
-from equiv.run import runner_for
+from equiv.ops.verify.defects import diagnose
+from equiv.ops.verify.judge import LAWS, Case, run_judge
+from equiv.ops.verify.laws import PIT_BINS
+from equiv.ops.verify.plans import BUDGETS, plan
+from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.ops.verify.space import reach, table_lines
+from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.run.suite import verifier_stages
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
 from equiv.validation import check_choice, check_choices, check_int
+from equiv.verdict import GateResult, finish_stages
 
 STAGES = ("properties", "statistics")
 DEFAULT_STAGES = STAGES
@@ -50,10 +60,6 @@ def _gate_checks(stage: str, verdict, duration_s: float) -> list:
 
 def _diagnose(target, verdict, budget, seed, device, spec, timeout):
     """Defects by cause (defects.py); a lossless statistical failure also asks the token law why."""
-    from equiv.ops.verify.defects import diagnose
-    from equiv.ops.verify.judge import run_judge
-    from equiv.ops.verify.plans import plan
-
     token = None
     if verdict.law == "lossless" and any(c.name in ("marginal", "joint", "tail") for c in verdict.failed):
         token = run_judge(target, plan(budget, seed, parts=("statistics",), law="token", device=device),
@@ -77,9 +83,6 @@ def _ran(verdict) -> dict:
 
 def _coverage(budget, seed, law, device, stages) -> dict:
     """``space.reach`` of the cases that ``stages`` run (the contract plan for the properties)."""
-    from equiv.ops.verify.plans import plan
-    from equiv.ops.verify.space import reach
-
     covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
                                              if st in stages), law=law, device=device)
     return reach(covered) if covered else {}
@@ -89,8 +92,6 @@ def _load(spec, device: str, timeout: float):
     """``(target, name, abnormal outcome or None)``: the verifier (a ``CandidateSpec``; a string
     or a callable is parsed) loaded where it will run (a user's in its worker); an unloadable
     spec raises ``CandidateLoadError`` (exit 2) first."""
-    from equiv.run import CandidateSpec, load_check
-
     spec = CandidateSpec.parse(spec, "verify")
     if spec.kind == "callable":
         return spec.load(), spec.text, None      # it runs in this process
@@ -102,15 +103,6 @@ def _load(spec, device: str, timeout: float):
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                     timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import stage_of, with_call_defects
-    from equiv.devices import resolve_device
-    from equiv.run.suite import verifier_stages
-    from equiv.verdict import GateResult, finish_stages
-    from equiv.ops.verify.judge import LAWS, run_judge
-    from equiv.ops.verify.plans import BUDGETS, plan
-    from equiv.ops.verify.space import table_lines
-    from equiv.run.timeouts import parse_timeout
-
     budget = check_choice("budget", budget, BUDGETS)
     law = check_choice("law", law, LAWS)
     seed = check_int("seed", seed, min_value=0)
@@ -156,12 +148,6 @@ def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str
                      timeout=DEFAULT_TIMEOUT_S, law: str = "lossless"):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
-    from equiv.devices import resolve_device
-    from equiv.ops.verify.judge import Case, run_judge
-    from equiv.ops.verify.laws import PIT_BINS
-    from equiv.ops.verify.recipes import VerifyRecipe
-    from equiv.run.timeouts import parse_timeout
-
     recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
     calls = check_int("calls", calls, min_value=1)
     seed = check_int("seed", seed, min_value=0)

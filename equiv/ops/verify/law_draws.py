@@ -25,6 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from equiv.ops.verify.calibration import AT, _alternative
+from equiv.ops.verify.recipes import cdf_draw
+from equiv.reference.verify import residual
+from equiv.validation import check_choice, check_float
+
 _SALT = 0x1A3D
 
 
@@ -34,9 +39,6 @@ class LawSampler:
     on_host = True
 
     def __init__(self, shape: str | None, tv: float, at: str = "emitted"):
-        from equiv.ops.verify.calibration import AT, _alternative
-        from equiv.validation import check_choice, check_float
-
         if shape is not None:
             _alternative(np.ones((1, 2)) / 2, shape)          # an unknown shape fails here
         self.shape, self.at = shape, check_choice("at", at, AT)
@@ -47,9 +49,6 @@ class LawSampler:
     def _cdf(self, recipe, problem: int, stop: int, token: int) -> np.ndarray:
         """The cumulative drawn law at ``stop`` of ``problem`` (``token``: the one-hot draft there):
         the reference's residual (``equiv.reference.verify.residual``) or ``p_n``, biased."""
-        from equiv.ops.verify.calibration import _alternative
-        from equiv.reference.verify import residual
-
         key = (recipe.problem_key(), problem, stop, token)
         if key not in self._cdfs:
             pr = recipe.make_problems()
@@ -75,8 +74,6 @@ class LawSampler:
         return self._cdfs[key]
 
     def draws(self, recipe, seeds) -> np.ndarray:
-        from equiv.ops.verify.recipes import cdf_draw
-
         pr = recipe.make_problems()
         n, B = recipe.n, recipe.batch
         rows, d = recipe.rows(), recipe.row_tokens()

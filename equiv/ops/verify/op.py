@@ -14,6 +14,8 @@ from equiv.verdict import CheckRun
 _HERE = __name__.rpartition(".")[0]
 LAWS = ("lossless", "token")
 
+# the built-in paths' names (``paths.VERIFIERS``, which imports torch: ~1.2 s a spec check need not pay)
+BUILTIN_NAMES = ("torch_sampler", "block_verification", "reference_sampler")
 
 def _attr(module: str, attr: str):
     return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
@@ -49,7 +51,7 @@ def _feature(name: str):
 
 OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens",
         summary="a chain verifier (rejection sampler) of speculative decoding",
-        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: tuple(_attr("paths", "VERIFIERS")()),
+        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: BUILTIN_NAMES,
         builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
         mutants=_attr("mutants", "MUTANTS"), legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "VerifyRecipe")().parse(text),

@@ -27,6 +27,12 @@ Built-in paths (``VERIFIERS``):
 """
 from __future__ import annotations
 
+import numpy as np
+import torch
+
+from equiv.reference.verify import sample
+from equiv.run.spec import CandidateSpec
+
 
 def acceptance_ratio(draft_token_ids, draft_probs, target_probs):
     """``min(1, p_j(d_j) / q_j(d_j))`` ``[B, n]`` float32 (``q = 1`` for a one-hot draft)."""
@@ -39,16 +45,12 @@ def acceptance_ratio(draft_token_ids, draft_probs, target_probs):
 
 def first_rejection(ratio, uniforms):
     """``[B]``: the first position whose uniform is not under its ratio (n when none)."""
-    import torch
-
     return torch.cumprod((uniforms < ratio).to(torch.int64), dim=1).sum(dim=1)
 
 
 def drawn_law(draft_token_ids, draft_probs, target_probs, stop):
     """``[B, V]`` (a fresh tensor): the residual ``max(0, p - q)`` at the first rejection, or
     ``p_n`` where every draft was accepted; unnormalised."""
-    import torch
-
     d, p = draft_token_ids, target_probs
     n = d.shape[1]
     rows = torch.arange(d.shape[0], device=p.device)
@@ -65,8 +67,6 @@ def drawn_law(draft_token_ids, draft_probs, target_probs, stop):
 
 def inverse_cdf(law, uniforms):
     """``[B, 1]``: one token per row of the unnormalised ``law`` for ``uniforms [B, 1]``."""
-    import torch
-
     cdf = torch.cumsum(law, dim=1)
     total = cdf[:, -1:]
     target = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
@@ -75,8 +75,6 @@ def inverse_cdf(law, uniforms):
 
 def emit(draft_token_ids, stop, drawn):
     """``[B, n+1]``: accepted drafts, the drawn token at ``stop``, then -1."""
-    import torch
-
     d = draft_token_ids
     cols = torch.arange(d.shape[1] + 1, device=d.device)
     out = torch.where(cols < stop[:, None], torch.cat([d, d[:, :1]], 1), -1)
@@ -84,8 +82,6 @@ def emit(draft_token_ids, stop, drawn):
 
 
 def torch_sampler(draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     d, q, p = draft_token_ids, draft_probs, target_probs
     uniforms = torch.rand((d.shape[0], d.shape[1] + 1), generator=generator, device=p.device)
     stop = first_rejection(acceptance_ratio(d, q, p), uniforms[:, :-1])
@@ -94,8 +90,6 @@ def torch_sampler(draft_token_ids, draft_probs, target_probs, generator):
 
 def block_weights(d, q, p):
     """``(w [B, n+1], q_rows [B, n, V] or None)``: the block weights in float64."""
-    import torch
-
     n = d.shape[1]
     p_d = p[:, :n].gather(2, d[..., None])[..., 0].double()
     q_d = torch.ones_like(p_d) if q is None else q.gather(2, d[..., None])[..., 0].double()
@@ -116,8 +110,6 @@ def block_residual(d, q, p, w, rows, at, *, weighted=True):
 
 def block_keep_probabilities(d, q, p, w):
     """``h [B, n]``: the probability of keeping the first ``i`` drafts, ``i = 1..n``."""
-    import torch
-
     n = d.shape[1]
     rows = torch.arange(d.shape[0], device=p.device)
     h = []
@@ -130,8 +122,6 @@ def block_keep_probabilities(d, q, p, w):
 
 def block_emit(d, q, p, w, keep, draw_u, *, weighted=True):
     """Emit the block for ``keep [B, n]`` (bool: ``eta_i < h_i``): the largest kept ``i``."""
-    import torch
-
     n = d.shape[1]
     rows = torch.arange(d.shape[0], device=p.device)
     idx = torch.arange(1, n + 1, device=p.device)
@@ -142,8 +132,6 @@ def block_emit(d, q, p, w, keep, draw_u, *, weighted=True):
 
 
 def block_verification(draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     d, q, p = draft_token_ids, draft_probs, target_probs
     u = torch.rand((d.shape[0], d.shape[1] + 1), generator=generator, device=p.device, dtype=torch.float64)
     w = block_weights(d, q, p)
@@ -151,11 +139,6 @@ def block_verification(draft_token_ids, draft_probs, target_probs, generator):
 
 
 def reference_sampler(draft_token_ids, draft_probs, target_probs, generator):
-    import numpy as np
-    import torch
-
-    from equiv.reference.verify import sample
-
     seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
     q = None if draft_probs is None else draft_probs.cpu().numpy()
     out = sample(draft_token_ids.cpu().numpy(), q, target_probs.cpu().numpy(), np.random.default_rng(seed))
@@ -177,6 +160,4 @@ def verifier_names() -> list[str]:
 
 def load_verifier(spec):
     """A ``Candidate`` for a built-in verifier name, ``pkg.mod:fn``, ``file.py:fn`` or a callable."""
-    from equiv.run.spec import CandidateSpec
-
     return CandidateSpec.parse(spec, "verify").load()

@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from equiv.ops.verify.laws import row_alpha
+
 # vocab_size of each model's published config.json (model cards); the draft step's list and Qwen2.5's
 REAL_VOCABS = {
     32000: "Llama-2, Mistral-7B-v0.1",
@@ -169,8 +171,6 @@ def draw_exact_shape(rng) -> tuple:
 def deepest_reached(cases) -> int:
     """The deepest position ``j`` (0-based; ``n`` the bonus) that at least ``DEEP_ROWS`` rows of
     the statistical cases reach in expectation (``sum_rows prod_{i<j} alpha_i``)."""
-    from equiv.ops.verify.laws import row_alpha
-
     deepest = -1
     for c in cases:
         if not c.statistical:

@@ -29,6 +29,7 @@ from the tokens, the first matching child); ``vllm_eagle_onehot`` wraps the buil
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from equiv.ops.verify_tree import paths as P
 
@@ -40,8 +41,6 @@ SGLANG_KERNEL_ARGS = ("predicts", "accept_index", "accept_token_num", "candidate
 
 def to_sglang(parents):
     """``(retrive_index, retrive_next_token, retrive_next_sibling)`` [B, N] int64 of ``parents``."""
-    import torch
-
     B, N = parents.shape
     children, F, D = P.tree_layout(parents)
     rows = torch.arange(B, device=parents.device)
@@ -57,8 +56,6 @@ def to_sglang(parents):
 
 def from_sglang(accept_index, accept_token_num, predicts, N, D):
     """``(accepted_path, output_token_ids)`` [B, D+1] from SGLang's outputs."""
-    import torch
-
     B = accept_index.shape[0]
     path = torch.full((B, D + 1), -1, dtype=torch.int64, device=accept_index.device)
     out = torch.full((B, D + 1), -1, dtype=torch.int64, device=accept_index.device)
@@ -74,8 +71,6 @@ def from_sglang(accept_index, accept_token_num, predicts, N, D):
 def sglang_verifier(kernel):
     """A tree verifier that calls ``kernel`` (SGLang's layout) on scratch copies."""
     def verifier(parents, draft_token_ids, draft_probs, target_probs, generator):
-        import torch
-
         B, N, V = target_probs.shape
         dev = target_probs.device
         index, first, nxt = to_sglang(parents)
@@ -101,8 +96,6 @@ def sglang_target_only_kernel(predicts, accept_index, accept_token_num, candidat
     under the target mass of the children tried so far over ``threshold_acc``, or when its own
     mass reaches ``threshold_single``; a tried child's mass is written into ``draft_probs`` at the
     node, and the last token is drawn from ``max(0, p - draft_probs)`` with the final coin."""
-    import torch
-
     B, N, V = target_probs.shape
     cand, first, sib = (t.cpu().numpy() for t in (candidates, retrive_next_token, retrive_next_sibling))
     index = retrive_index.cpu().numpy()
@@ -182,8 +175,6 @@ def vllm_verifier(sampler):
     draft_probs or None, generator) -> output_token_ids [b, D+1]`` once per group of rows of one
     shape (absent nodes dropped)."""
     def verifier(parents, draft_token_ids, draft_probs, target_probs, generator):
-        import torch
-
         B, N, V = target_probs.shape
         dev = target_probs.device
         children, F, D = P.tree_layout(parents)
@@ -221,8 +212,6 @@ def vllm_verifier(sampler):
 
 
 def _eagle_on_tuples(tree, draft_token_ids, target_probs, draft_probs, generator):
-    import torch
-
     b = draft_token_ids.shape[0]
     parents = torch.tensor(from_vllm(tree), device=target_probs.device).expand(b, -1).contiguous()
     root = torch.zeros(b, 1, dtype=torch.int64, device=target_probs.device)
@@ -241,8 +230,6 @@ def chain_verifier(verify_fn):
     draft row is the law token ``j+1`` was drawn from, and the path is ``[0, 1, .., k]``. A tree
     that is not one chain of ``N`` nodes raises ``ValueError`` (judge it on ``fanout=1`` recipes)."""
     def verifier(parents, draft_token_ids, draft_probs, target_probs, generator):
-        import torch
-
         B, N = parents.shape
         chain = torch.arange(-1, N - 1, device=parents.device).expand(B, -1)
         if not torch.equal(parents, chain):

@@ -20,6 +20,7 @@ import numpy as np
 
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.ops.verify_tree.judge import Case, Findings, Stats, continued, statistical_checks, statistics_of_texts
+from equiv.ops.verify_tree.recipes import TreeRecipe
 
 BIASES = ("head", "tail")
 _SALT = 7027
@@ -93,7 +94,5 @@ def power(cases, deltas, seeds, biases=BIASES) -> list:
 def power_cases(vocab: int = 129280, batch: int = 2000, seed: int = 0) -> list:
     """The power table's cases: one ``topk`` case at ``vocab`` (host draws need no ``B x N x V``
     tensor, so its rows are a GPU plan's, not the CPU gate's 8)."""
-    from equiv.ops.verify_tree.recipes import TreeRecipe
-
     r = TreeRecipe(family="realistic", seed=seed, batch=batch, vocab=vocab, nodes=6, depth=2, fanout=3)
     return [Case(r, 1, seed, statistical=True)]

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.errors import CandidateLoadError, EquivError
+from equiv.ops.verify_tree.recipes import TreeRecipe
+from equiv.run import CandidateSpec, runner_for
+from equiv.run.load import Candidate
 from equiv.run.seeded import seeded_calls
 
 INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
@@ -54,8 +58,6 @@ def _pair_problem(out, want, device) -> str | None:
 
 def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
-    from equiv.ops.verify_tree.recipes import TreeRecipe
-
     recipe = TreeRecipe.parse(payload["recipe"])
     built = recipe.build(device)
     dev = built[3].device
@@ -72,10 +74,6 @@ def draw(fn, device, payload) -> dict:
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:
     """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
-    from equiv.errors import CandidateLoadError
-    from equiv.run import CandidateSpec, runner_for
-    from equiv.run.load import Candidate
-
     if isinstance(candidate, Candidate):
         try:
             target = CandidateSpec.parse(candidate.spec, "verify_tree")
@@ -104,8 +102,6 @@ def declared(fn, device, payload) -> dict:
 
 def declaration(candidate, *, device: str, timeout: float | None) -> dict:
     """``declared`` for ``candidate`` through its runner ({} when the runner cannot answer)."""
-    from equiv.run import CandidateSpec, runner_for
-
     if callable(candidate) and not isinstance(candidate, CandidateSpec):
         return declared(getattr(candidate, "fn", candidate), device, {})
     runner = runner_for(CandidateSpec.parse(candidate, "verify_tree"), device=device, timeout=timeout,
@@ -131,9 +127,6 @@ def tree_verifier_function(candidate, device: str, timeout: float | None = None)
     live tensors; a user's spec runs in its supervised worker on host copies. A call that goes
     wrong raises ``EquivError`` with the runner's one-line problem."""
     import torch
-
-    from equiv.errors import EquivError
-    from equiv.run import CandidateSpec, runner_for
 
     target = candidate if callable(candidate) and not isinstance(candidate, CandidateSpec) else \
         CandidateSpec.parse(candidate, "verify_tree")

@@ -22,11 +22,22 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
-from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.checks import stage_of, with_call_defects
+from equiv.devices import resolve_device
 from equiv.memory import ask_worker, measured
-from equiv.run import runner_for
+from equiv.ops.verify_tree.calls import declaration
+from equiv.ops.verify_tree.defects import diagnose
+from equiv.ops.verify_tree.independence import independence_cases
+from equiv.ops.verify_tree.judge import Case, run_judge
+from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
+from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
+from equiv.ops.verify_tree.recipes import TreeRecipe
+from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.run.suite import verifier_stages
+from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
+from equiv.stats import PIT_BINS
 from equiv.validation import check_choice, check_choices, check_int
+from equiv.verdict import GateResult, finish_stages
 
 STAGES = ("properties", "statistics")
 _PROPERTY_TIMEOUT = {"quick": 300, "full": 3600}
@@ -41,8 +52,6 @@ def resolve_drafts(option, declared: dict) -> str:
 
 
 def _load(spec, device, timeout):
-    from equiv.run import CandidateSpec, load_check
-
     spec = CandidateSpec.parse(spec, "verify_tree")
     if spec.kind == "callable":
         return spec.load(), spec.text, None
@@ -76,17 +85,6 @@ def _ran(verdict, targets) -> dict:
 def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                   timeout=DEFAULT_TIMEOUT_S, stages=STAGES, progress=None, drafts=None):
     """Run the verify_tree gate on ``spec`` (module docstring); returns a ``GateResult``."""
-    from equiv.checks import stage_of, with_call_defects
-    from equiv.devices import resolve_device
-    from equiv.run.suite import verifier_stages
-    from equiv.verdict import GateResult, finish_stages
-    from equiv.ops.verify_tree.calls import declaration
-    from equiv.ops.verify_tree.defects import diagnose
-    from equiv.ops.verify_tree.independence import independence_cases
-    from equiv.ops.verify_tree.judge import run_judge
-    from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
-    from equiv.run.timeouts import parse_timeout
-
     budget = check_choice("budget", budget, BUDGETS)
     seed = check_int("seed", seed, min_value=0)
     timeout = parse_timeout(timeout)
@@ -131,13 +129,6 @@ def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str =
                    timeout=DEFAULT_TIMEOUT_S, drafts=None):
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls emit enough texts (``5 * PIT_BINS`` rows)."""
-    from equiv.devices import resolve_device
-    from equiv.ops.verify_tree.calls import declaration
-    from equiv.ops.verify_tree.judge import Case, run_judge
-    from equiv.ops.verify_tree.recipes import TreeRecipe
-    from equiv.run.timeouts import parse_timeout
-    from equiv.stats import PIT_BINS
-
     recipe = recipe if isinstance(recipe, TreeRecipe) else TreeRecipe.parse(recipe)
     calls = check_int("calls", calls, min_value=1)
     seed = check_int("seed", seed, min_value=0)

@@ -23,19 +23,17 @@ through the SGLang and vLLM layouts (adapters.py).
 """
 from __future__ import annotations
 
+import torch
+
 from equiv.ops.verify_tree import adapters
 from equiv.ops.verify_tree import paths as P
 
 
 def _coin(gen, B, dev):
-    import torch
-
     return torch.rand(B, generator=gen, device=dev, dtype=torch.float64)
 
 
 def reused_last_coin(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
         s["u"] = u = _coin(generator, p.shape[0], p.device)
@@ -54,8 +52,6 @@ reused_last_coin.drafts = "topk"
 
 
 def zero_coin_accepts_p0(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"].clone()
         B, F = kid_tok.shape
@@ -79,8 +75,6 @@ zero_coin_accepts_p0.drafts = "any"
 
 
 def fallback_zero_prob(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
         u = _coin(generator, p.shape[0], p.device)
@@ -106,8 +100,6 @@ greedy_at_temperature.drafts = "topk"            # no ``targets = "onehot"``: us
 
 
 def residual_zeroing(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
         q = s["q"] / s["q"].sum(1, keepdim=True)
@@ -156,8 +148,6 @@ def _parent(s):
 
 
 def _first_sibling(s):
-    import torch
-
     cur, parents = s["cur"], s["parents"]
     par = parents.gather(1, cur[:, None])                                  # [B, 1]
     N = parents.shape[1]
@@ -187,8 +177,6 @@ thresholds_half.drafts = "topk"
 
 
 def independent_longest(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     B, N, V = target_probs.shape
     dev = target_probs.device
     rows = torch.arange(B, device=dev)

@@ -18,6 +18,8 @@ _HERE = __name__.rpartition(".")[0]
 CONSTRUCTIONS = ("topk", "iid", "wor", "any")
 DRAFT_CHOICES = ("declared",) + CONSTRUCTIONS
 
+# the built-in paths' names (``paths.VERIFIERS``, which imports torch: ~1.2 s a spec check need not pay)
+BUILTIN_NAMES = ("greedy", "target_only", "eagle_onehot", "specinfer", "recursive_rejection")
 
 def _attr(module: str, attr: str):
     return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
@@ -51,7 +53,7 @@ OP = Op(name="verify_tree",
         signature="fn(parents, draft_token_ids, draft_probs, target_probs, generator) -> "
                   "(accepted_path, output_token_ids)",
         summary="a tree verifier of speculative decoding (EAGLE / SGLang top-k > 1, SpecInfer)",
-        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: tuple(_attr("paths", "VERIFIERS")()),
+        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: BUILTIN_NAMES,
         builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
         mutants=lambda: {k: v[0] for k, v in _attr("mutants", "MUTANTS")().items()},
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"),

@@ -21,12 +21,12 @@ accepted, and it is lossless for any tree drawn independently of its coins.
 """
 from __future__ import annotations
 
+import torch
+
 
 def tree_layout(parents):
     """``(children [B, N, F] int64 (-1 padding), F, D)``: each node's children in node order, the
     widest fan-out and the deepest node, from ``parents`` alone."""
-    import torch
-
     B, N = parents.shape
     dev = parents.device
     present = parents >= 0
@@ -51,8 +51,6 @@ def _walk(parents, tokens, q, p, gen, rule, draw):
     valid) -> accepted slot (-1 none)``, then ``draw(state, child_tokens, valid, stop) -> token``
     on the rows that stop there (``state``: their target row ``p``, draft row ``q``, indices
     ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw)."""
-    import torch
-
     B, N, V = p.shape
     dev = p.device
     children, F, D = tree_layout(parents)
@@ -88,8 +86,6 @@ def _walk(parents, tokens, q, p, gen, rule, draw):
 def _sample(weights, gen):
     """One token per row from non-negative ``weights`` [B, V] (rows of zero mass: the argmax of
     the row's own target, a legal fallback never used by a lossless rule)."""
-    import torch
-
     w = weights.clamp(min=0)
     mass = w.sum(1)
     safe = torch.where((mass > 0)[:, None], w, torch.ones_like(w))
@@ -98,8 +94,6 @@ def _sample(weights, gen):
 
 def _zero(w, kid_tok, mask):
     """``w`` with the tokens ``kid_tok[mask]`` set to 0 (per row)."""
-    import torch
-
     # scatter_add, not scatter: an unused slot's padding token may equal a tried child's token,
     # and scatter leaves duplicate indices to the last write
     hit = torch.zeros_like(w).scatter_add(1, kid_tok, mask.to(w.dtype).expand_as(kid_tok))
@@ -122,8 +116,6 @@ greedy.drafts = "any"
 
 
 def _first(hit):
-    import torch
-
     F = hit.shape[1]
     idx = torch.arange(F, device=hit.device).expand_as(hit)
     first = torch.where(hit, idx, torch.full_like(idx, F)).min(1).values
@@ -131,8 +123,6 @@ def _first(hit):
 
 
 def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
         u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
@@ -148,8 +138,6 @@ target_only.drafts = "topk"
 
 
 def eagle_onehot(parents, draft_token_ids, draft_probs, target_probs, generator):
-    import torch
-
     def rule(s, kid_tok, valid):
         p = s["p"].clone()
         B, F = kid_tok.shape
@@ -173,8 +161,6 @@ eagle_onehot.drafts = "any"
 
 
 def _speculative(parents, tokens, q, target, generator, without_replacement: bool):
-    import torch
-
     if q is None:
         raise ValueError("this verifier needs draft_probs (the law the children were drawn from)")
 
