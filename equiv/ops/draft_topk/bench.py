@@ -24,11 +24,18 @@ atomically (a temporary file in the target's folder, then a rename).
 """
 from __future__ import annotations
 
+import io
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
+import torch
+
+from equiv.atomic import atomic_write, write_json as _write
+from equiv.candidate import load_candidate
 from equiv.errors import NoDeviceError
+from equiv.ops.draft_topk.paths import get_path, path_names
+from equiv.ops.draft_topk.recipes import _torch_dtype
 from equiv.options import DEFAULT_VOCAB
 
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
@@ -132,15 +139,11 @@ class BenchResult:
 
 
 def _require_gpu():
-    import torch
-
     if not torch.cuda.is_available():
         raise NoDeviceError("equiv bench needs a CUDA GPU and none is visible")
 
 
 def _median_event_ms(run, replays: int, warmup: int = 3) -> float:
-    import torch
-
     for _ in range(warmup):
         run()
     times = []
@@ -156,8 +159,6 @@ def _median_event_ms(run, replays: int, warmup: int = 3) -> float:
 
 def read_ceiling(gib: float = 2.0, replays: int = 20) -> tuple[float, str]:
     """(GB/s, how it was measured): the median of ``torch.sum`` over ``gib`` GiB of float32."""
-    import torch
-
     _require_gpu()
     n = int(gib * 2 ** 30) // 4
     x = torch.randn(n, device="cuda")
@@ -169,8 +170,6 @@ def read_ceiling(gib: float = 2.0, replays: int = 20) -> tuple[float, str]:
 
 def make_buffers(batch: int, vocab: int, dtype, l2_bytes: int, seed: int = 0) -> list:
     """At least two distinct random ``[batch, vocab]`` buffers, together over twice the L2."""
-    import torch
-
     per = batch * vocab * torch.empty((), dtype=dtype).element_size()
     count = max(2, math.ceil(2 * l2_bytes / per) + 1)
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -180,8 +179,6 @@ def make_buffers(batch: int, vocab: int, dtype, l2_bytes: int, seed: int = 0) ->
 
 def time_path(fn, buffers: list, k: int, replays: int = 30) -> float:
     """Median microseconds per call of ``fn(buffer, k)`` from graph replays over ``buffers``."""
-    import torch
-
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):              # compile and warm up on the capture stream
@@ -215,11 +212,6 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
               vocab: int = DEFAULT_VOCAB, replays: int = 30, seed: int = 0,
               progress=None, size_matched: bool = True) -> BenchResult:
     """Time ``paths`` (names or candidate specs; default every built-in) on the GPU."""
-    import torch
-
-    from equiv.candidate import load_candidate
-    from equiv.ops.draft_topk.recipes import _torch_dtype
-    from equiv.ops.draft_topk.paths import get_path, path_names
 
     _require_gpu()
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -258,8 +250,6 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
 
 
 def write_json(result: BenchResult, path: str) -> None:
-    from equiv.atomic import write_json as _write
-
     _write(path, result.to_json())
 
 
@@ -291,9 +281,6 @@ def write_plot(result: BenchResult, path: str) -> None:
     fig.suptitle(f"{result.device}: V={result.rows[0].vocab if result.rows else '?'}, "
                  f"read ceiling {result.ceiling_gbps:.0f} GB/s", fontsize=9)
     fig.tight_layout()
-    import io
-
-    from equiv.atomic import atomic_write
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)

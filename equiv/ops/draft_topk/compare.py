@@ -36,8 +36,13 @@ import numpy as np
 
 from equiv import reference
 from equiv.checks import NamedChecks
+from equiv.ops.draft_topk.coverage import judged_rows
+from equiv.ops.draft_topk.paths import get_path
+from equiv.ops.draft_topk.recipes import Recipe, keep
 from equiv.ops.draft_topk.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ops.draft_topk.ulp import get_format, ulp_error
+from equiv.run import Array, Opaque, Raw, runner_for
+from equiv.validation import check_int, check_logits
 
 CHECKS = ("contract", "index", "value", "poisoning", "regression")
 
@@ -184,8 +189,6 @@ def contract_break(out, batch: int, vocab: int, k: int, in_dtype: str, device: s
 
 
 def _format_problem(out, batch: int, k: int, in_dtype: str, device: str) -> str | None:
-    from equiv.run import Array
-
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         return f"returned {_type_name(out)}, expected a tuple (topk_p, topk_index)"
     p_out, idx_out = out
@@ -206,8 +209,6 @@ def _format_problem(out, batch: int, k: int, in_dtype: str, device: str) -> str 
 
 
 def _type_name(value) -> str:
-    from equiv.run import Opaque
-
     return value.type_name if isinstance(value, Opaque) else type(value).__name__
 
 
@@ -348,8 +349,6 @@ def _to_numpy(t):
 
 def _baseline_rel_err(logits, k, ref, tol) -> float:
     """softmax_topk's largest relative error on the rows of ``logits`` (those ``ref`` judged)."""
-    from equiv.ops.draft_topk.paths import get_path
-
     p, idx = get_path("softmax_topk")(logits, k)
     p, idx = _to_numpy(p).astype(np.float64), _to_numpy(idx)
     healthy = ~ref.poisoned
@@ -370,8 +369,6 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression,
     raised where the reference is first used (after a failed contract: not at all). ``done``:
     ``(judged rows, reference without its rows)`` computed elsewhere from the same values
     (``ahead.prepare``)."""
-    from equiv.ops.draft_topk.coverage import judged_rows
-
     x = np.ascontiguousarray(_to_numpy(logits))   # a padded tensor: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
     batch, vocab = logits.shape
@@ -449,10 +446,6 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     ``prepared``: the recipe's ``(host values, judged rows, reference)`` computed ahead in
     another process (``equiv.ops.draft_topk.ahead``; the default rows only), used in place of
     this process's own build and reference: the same functions, the same bits."""
-    from equiv.validation import check_int, check_logits
-
-    from equiv.ops.draft_topk.recipes import Recipe
-    from equiv.run import Raw, runner_for
 
     k = check_int("k", k, min_value=1)
     if isinstance(logits, Recipe):
@@ -465,8 +458,6 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     runner = runner_for(fn, device, timeout)
     done = None
     if prepared is not None and logits is None and rows is None:
-        from equiv.ops.draft_topk.recipes import keep
-
         keep(inputs, prepared[0])                # this process's builds (an in-process call's too) read it
         done = prepared[1:]
     # The call goes out first: a worker builds its input and runs the candidate while this

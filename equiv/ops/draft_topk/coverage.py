@@ -53,9 +53,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.errors import InvalidArgument
 from equiv.memory import WORKING_COPIES, call_budget
-from equiv.options import DEFAULT_VOCAB
 from equiv.ops.draft_topk.space import HUGE_SHAPE, batch_draws, vocab_draws
+from equiv.options import DEFAULT_VOCAB
 from equiv.validation import check_int
 
 # DeepSeek-V3/V3.2, Qwen2 (embedding rows), a Qwen tokenizer's size, Llama-3, Llama-2
@@ -246,8 +247,6 @@ def judged_rows(batch: int, vocab: int, *, rows=None, seed: int = 0) -> np.ndarr
 
     ``rows``: None (all rows up to ``ALL_ROWS_ELEMENTS``, else a sample), ``"all"``, an int (the
     always-judged rows plus that many seeded random ones) or a sequence of row indices."""
-    from equiv.errors import InvalidArgument
-
     batch = check_int("batch", batch, min_value=0)
     if rows is None:
         rows = "all" if batch * vocab <= ALL_ROWS_ELEMENTS else SAMPLE_ROWS

@@ -32,8 +32,17 @@ Every failure carries a ``REPRO:`` line: ``python -m equiv.ops.draft_topk.gpu_pr
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from dataclasses import asdict, dataclass, field
+
+import torch
+
+from equiv.candidate import load_candidate
+from equiv.errors import InvalidArgument
+from equiv.ops.draft_topk.compare import compare
+from equiv.ops.draft_topk.recipes import Recipe
+from equiv.ops.draft_topk.tolerance import tolerance_for
 
 GRAPH_DEFAULTS = {"b_max": 64, "batches": (1, 5, 33, 64), "vocab": 129280, "k": 1,
                   "dtype": "float32", "seed": 0, "family": "zipf", "name": None}
@@ -76,8 +85,6 @@ class ProbeResult:
 
 
 def _payload(defaults: dict, payload) -> dict:
-    from equiv.errors import InvalidArgument
-
     payload = dict(payload or {})
     unknown = sorted(set(payload) - set(defaults))
     if unknown:
@@ -100,8 +107,6 @@ def _repro(probe: str, name: str, p: dict) -> str:
 
 
 def _no_gpu(device) -> str | None:
-    import torch
-
     if str(device).split(":")[0] != "cuda":
         return f"needs a CUDA device; this run is on {device}"
     if not torch.cuda.is_available():
@@ -123,8 +128,6 @@ def _rows(p, batch: int, seed: int, device):
     ``BASE_ROWS`` are those rows rotated along the vocabulary by a different offset per block:
     other values at every column, the maximum elsewhere, the same law. Deterministic in
     (payload, batch, seed); a fresh tensor each time."""
-    import torch
-
     base = _base_rows(p["family"], seed, p["vocab"], p["dtype"], str(device))
     if batch <= BASE_ROWS:
         return base[:batch].clone()
@@ -135,21 +138,15 @@ def _rows(p, batch: int, seed: int, device):
 def _rotated(rows, n: int):
     """``rows`` rotated along the vocabulary by the ``n``-th offset (never 0): other values at
     every column, the maximum elsewhere."""
-    import torch
-
     return torch.roll(rows, shifts=(7919 * n) % rows.shape[1] or 1, dims=1)
 
 
 @functools.lru_cache(maxsize=4)
 def _base_rows(family: str, seed: int, vocab: int, dtype: str, device: str):
-    from equiv.ops.draft_topk.recipes import Recipe
-
     return Recipe(family, seed=seed, batch=BASE_ROWS, vocab=vocab, dtype=dtype).build(device)
 
 
 def _same_bits(a, b) -> bool:
-    import torch
-
     return a.shape == b.shape and torch.equal(a.float().view(torch.int32), b.float().view(torch.int32))
 
 
@@ -157,10 +154,6 @@ def _disagreement(x, got, want, k: int) -> str | None:
     """Why ``got`` (p, idx) is not the answer ``want`` for rows ``x`` (None: it is). Indices
     must be equal and p within twice the tolerance; rows whose indices differ pass only if both
     answers pass ``equiv.ops.draft_topk.compare`` (an exact or near tie broken another way)."""
-    import torch
-
-    from equiv.ops.draft_topk.compare import compare
-    from equiv.ops.draft_topk.tolerance import tolerance_for
 
     (gp, gi), (wp, wi) = [(p.float().cpu(), i.cpu()) for p, i in (got, want)]
     tol = tolerance_for(x.dtype)
@@ -179,8 +172,6 @@ def _disagreement(x, got, want, k: int) -> str | None:
 
 def graph_replay(fn, device="cuda", payload=None) -> ProbeResult:
     """Capture ``fn`` in a CUDA graph at ``b_max`` and replay it (module docstring)."""
-    import torch
-
     p = _payload(GRAPH_DEFAULTS, payload)
     name, k, b_max = _name(fn, p), int(p["k"]), int(p["b_max"])
     why = _no_gpu(device)
@@ -257,8 +248,6 @@ def batch_invariance(fn, device="cuda", payload=None) -> ProbeResult:
 
 def measure_batch_invariance(fn, device, payload) -> ProbeResult:
     """``batch_invariance`` on any device (the tests run it on the CPU at small V)."""
-    import torch
-
     p = _payload(BATCH_DEFAULTS, payload)
     name, k = _name(fn, p), int(p["k"])
     repro = _repro("batch_invariance", name, p)
@@ -302,10 +291,6 @@ PROBES = {"graph_replay": graph_replay, "batch_invariance": batch_invariance}
 
 def main(argv=None) -> int:
     """``python -m equiv.ops.draft_topk.gpu_probes PROBE SPEC [--key=value ...]``: run one probe, print it."""
-    import json
-
-    from equiv.candidate import load_candidate
-    from equiv.errors import InvalidArgument
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] not in PROBES:

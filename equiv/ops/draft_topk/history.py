@@ -37,9 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.ops.draft_topk.compare import answer_stage
+from equiv.ops.draft_topk.recipes import Recipe
 from equiv.ops.draft_topk.space import context_draws
+from equiv.run import Array
 from equiv.run.context import call_in
 from equiv.run.guard import Guarded
+from equiv.run.outcome import to_host
 
 KINDS = ("in-place rewrite of one storage", "kept outputs re-read after every call",
          "long run of fresh inputs at one shape")
@@ -83,8 +87,6 @@ def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_
              max_vocab: int = SHAPE[1], device: str = "cpu", context: str = "drawn") -> HistoryPlan:
     """The history of ``budget`` (module docstring); ``context`` names one calling context for
     every call instead of dealing them."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     batch, vocab = min(SHAPE[0], max_batch), max(min(SHAPE[1], max_vocab), k)
     families = ("gaussian", "confident", "zipf", "masked")
     n = REWRITES[budget] + RUN_CALLS[budget]
@@ -98,9 +100,6 @@ def plan_for(budget: str, seed: int, *, dtype: str = "float32", k: int = 1, max_
 
 def probe(fn, device, payload: dict) -> dict:
     """Run the plan's calls (module docstring); only host arrays come back."""
-    from equiv.ops.draft_topk.recipes import Recipe
-    from equiv.run.outcome import to_host
-
     recipes, rewrites, keep, k = (payload[n] for n in ("recipes", "rewrites", "keep", "k"))
     contexts, offsets = payload.get("contexts") or (), payload.get("offsets") or ()
     answers, rereads, kept, written = [], [], [], []
@@ -136,8 +135,6 @@ def probe(fn, device, payload: dict) -> dict:
 
 
 def same_value(a, b) -> bool:
-    from equiv.run import Array
-
     if not (isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b)):
         return False
     return all(isinstance(x, Array) and isinstance(y, Array) and x.values.shape == y.values.shape
@@ -175,9 +172,6 @@ class Problem:
 def problems(plan: HistoryPlan, reply: dict, device: str = "cpu") -> list:
     """The ``Problem`` s of a history's reply: the first wrong answer, then the first kept output
     that changed (module docstring)."""
-    from equiv.ops.draft_topk.compare import answer_stage
-    from equiv.ops.draft_topk.recipes import Recipe
-
     out = []
     answers = reply["answers"]
     for i, text in reply.get("written", ()):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from equiv.ops.draft_topk.recipes import Recipe
 from equiv.options import AUTO_KS
 PROBE_RECIPE = "gaussian:seed=0,batch=2,vocab=64,dtype=float32"
 
@@ -62,8 +63,6 @@ def declared(fn):
 
 def probe(fn, device, payload) -> dict:
     """In the candidate's worker: {k: None (accepted) or why it is refused} (module docstring)."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     says = declared(fn)
     out = {}
     for k in payload["ks"]:

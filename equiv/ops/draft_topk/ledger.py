@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from equiv.ops.draft_topk.recipes import Recipe
+
 
 @dataclass(frozen=True)
 class KnownFailure:
@@ -23,9 +27,6 @@ class KnownFailure:
 
     def example(self) -> dict:
         """The witness with recipes parsed and arrays built (what the check is called with)."""
-        import numpy as np
-
-        from equiv.ops.draft_topk.recipes import Recipe
 
         out = {}
         for key, value in self.witness.items():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import zlib
 
+from equiv.ops.draft_topk.confidence import row_bands
 from equiv.run.context import available
 
 # vocab_size of each model's published config.json (Hugging Face model cards)
@@ -185,8 +186,6 @@ def context_of(key, device) -> str:
 
 def reach(recipes, contexts=()) -> dict:
     """The classes a set of recipes (called in ``contexts``) covered, per dimension (sorted lists)."""
-    from equiv.ops.draft_topk.confidence import row_bands
-
     dims: dict = {"vocab": set(), "batch": set(), "layout": set(), "mask": set(), "confidence": set(),
                   "context": set(c for c in contexts if c)}
     shapes = set()

@@ -37,7 +37,7 @@ from hypothesis.extra import numpy as hnp
 from equiv.options import DEFAULT_VOCAB
 from equiv.ops.draft_topk.coverage import EDGE_BATCHES
 from equiv.ops.draft_topk.confidence import BAND_NAMES
-from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES
+from equiv.ops.draft_topk.recipes import DTYPES, FAMILIES, Recipe
 from equiv.ops.draft_topk.space import MASKS, MAX_BATCH, REAL_VOCABS, TREE_BATCHES, VOCAB_RANGE
 
 VOCABS = (1, 2, 33, 1023, 1025, 4097, 8193, 32000, 129280)
@@ -84,8 +84,6 @@ def recipes(draw, families=FAMILIES, dtypes=DTYPES, *, max_vocab: int = DEFAULT_
             pad: bool = True, huge_shifts: bool = True):
     """An ``equiv.Recipe`` from ``families`` x ``dtypes``, shrinking toward a small simple case
     (``huge_shifts=False``: no shift at the dtype's range, for relations that clip to a grid)."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     family = draw(st.sampled_from(tuple(families)))
     vocab = draw(vocabs(max_vocab, min_vocab))
     cap = max(min_batch, min(max_batch, max_elements // vocab))
@@ -125,8 +123,6 @@ COVERAGE_SHAPES = (("gaussian", 1024, 33, 0), ("zipf", 65, 8193, 0), ("gaussian"
 
 def coverage_recipes(dtypes, *, max_vocab: int = DEFAULT_VOCAB, max_batch: int = MAX_BATCH, min_vocab: int = 1):
     """``COVERAGE_SHAPES`` in every dtype, capped by the subject's budget (list of ``Recipe``)."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     out = []
     for family, batch, vocab, pad in COVERAGE_SHAPES:
         vocab = max(min(vocab, max_vocab), min_vocab)

@@ -15,9 +15,11 @@ Plan
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 
+from equiv.checks import Check
 from equiv.ops.draft_topk.diagnose.core import Diagnosis, diagnose
 from equiv.ops.draft_topk.diagnose.dimensions import by_dimension
 
@@ -48,8 +50,6 @@ def for_gate(spec: str, checks, *, k: int, device: str, timeout: float, elapsed_
 
 
 def for_comparison(spec: str, result, *, device: str, timeout: float | None, elapsed_s: float) -> Diagnosis:
-    from equiv.checks import Check
-
     if result.passed:
         return Diagnosis(spec)
     detail = "; ".join(f"{c.name}: {c.detail}" for c in result.failed_checks)
@@ -61,8 +61,6 @@ def for_comparison(spec: str, result, *, device: str, timeout: float | None, ela
 
 def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
     """``{path: Diagnosis}`` for every path with a failing row of ``report``."""
-    from equiv.checks import Check
-
     failing = [r for r in report.rows if not r.passed]
     paths = list(dict.fromkeys(r.path for r in failing))
     out = {}
@@ -78,8 +76,6 @@ def for_report(report, *, timeout: float | None, elapsed_s: float) -> dict:
 def with_defects(text: str, fmt: str, diagnoses: dict) -> str:
     """A rendered report with its paths' defects: a ``defects`` key in JSON (``{path: [...]}``),
     a block per failing path before a table or Markdown report; HTML is left as it is."""
-    import json
-
     if not diagnoses:
         return text
     if fmt == "json":

@@ -24,6 +24,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from equiv.checks import Check
+from equiv.ops.draft_topk import history
+from equiv.ops.draft_topk.compare import compare
+from equiv.ops.draft_topk.diagnose import diagnose
+from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
+from equiv.ops.draft_topk.recipes import Recipe
+from equiv.run import runner_for
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 EXPECTED_KINDS = {
@@ -116,23 +123,15 @@ class Row:
 
 
 def _spec(name: str) -> str:
-    from equiv.ops.draft_topk.mutants import LEGAL_VARIANTS, MUTANTS
-
     return f"equiv.ops.draft_topk.mutants:{name}" if name in MUTANTS or name in LEGAL_VARIANTS else name
 
 
 def _k(name: str) -> int:
-    from equiv.ops.draft_topk.mutants import MUTANTS
-
     return MUTANTS[name].k if name in MUTANTS else 1
 
 
 def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
     """The battery through ``equiv.ops.draft_topk.compare``; a failing input is a failing check (docstring)."""
-    from equiv.ops.draft_topk.compare import compare
-    from equiv.checks import Check
-    from equiv.ops.draft_topk.recipes import Recipe
-
     checks = []
     for i, text in enumerate(BATTERY):
         recipe = Recipe.parse(text)
@@ -158,10 +157,6 @@ def mini_gate(spec: str, k: int = 1, device: str = "cpu") -> list:
 
 def _history_check(spec: str, k: int, device: str):
     """The property ``call_history`` at ``HISTORY_SHAPE``, its check as the gate records it."""
-    from equiv.checks import Check
-    from equiv.ops.draft_topk import history
-    from equiv.run import runner_for
-
     plan = history.plan_for("quick", 0, k=k, max_batch=HISTORY_SHAPE[0], max_vocab=HISTORY_SHAPE[1])
     out = runner_for(spec, device, DEFAULT_TIMEOUT_S).probe("equiv.ops.draft_topk.history:probe", plan.payload())
     if not out.ok:
@@ -176,8 +171,6 @@ def _history_check(spec: str, k: int, device: str):
 def calibrate(names, *, gate=None, device: str = "cpu") -> list[Row]:
     """Per candidate: its checks from ``gate(spec, k, device)`` (the real gate, which a script
     above the ops passes in; default the mini gate), then the diagnosis and its row."""
-    from equiv.ops.draft_topk.diagnose import diagnose
-
     rows = []
     for name in names:
         spec, k = _spec(name), _k(name)

@@ -33,7 +33,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from equiv.ops.draft_topk.compare import answer_stage
 from equiv.ops.draft_topk.diagnose.isolate import Finding
+from equiv.ops.draft_topk.diagnose.probe import row_faults
+from equiv.ops.draft_topk.history import KEEP, HistoryPlan, problems, same_value
+from equiv.ops.draft_topk.recipes import Recipe
+from equiv.run import Array
 
 RUN = 160                        # calls of one shape the run tries (after_n_calls)
 REREAD = 18                      # calls of the re-read history: each output re-read 16 calls on
@@ -81,8 +86,6 @@ def _recipe(seed: int, vocab: int) -> str:
 
 def _plan(n: int, k: int, rewrites: int = 0, keep: int = 1, vocab: int | None = None, first_seed: int = 0):
     """``n`` fresh gaussian inputs at ``[BATCH, vocab]``, seeds ``first_seed`` on."""
-    from equiv.ops.draft_topk.history import HistoryPlan
-
     return HistoryPlan(tuple(_recipe(first_seed + i, vocab) for i in range(n)), rewrites, keep, k)
 
 
@@ -97,10 +100,6 @@ def _replay(plan, spec: str, device: str) -> str:
 
 def _faults(text: str, value, k: int):
     """Row fault bits of one answer (host arrays) to the recipe ``text``, or None."""
-    from equiv.ops.draft_topk.diagnose.probe import row_faults
-    from equiv.ops.draft_topk.recipes import Recipe
-    from equiv.run import Array
-
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, Array) for v in value)):
         return None
     r = Recipe.parse(text)
@@ -115,8 +114,6 @@ class _History:
         self.prober, self.k = prober, k
 
     def run(self, plan):
-        from equiv.ops.draft_topk.history import problems
-
         reply = self.prober.history(plan)
         return reply, (problems(plan, reply, self.prober.device) if reply is not None else None)
 
@@ -125,9 +122,6 @@ class _History:
                               _faults(text, value, self.k))
 
     def reread(self):
-        from equiv.ops.draft_topk.history import same_value
-
-        from equiv.ops.draft_topk.history import KEEP
 
         plan = _plan(REREAD, self.k, keep=KEEP, vocab=_fresh_vocab(self.prober))
         reply, found = self.run(plan)
@@ -149,8 +143,6 @@ class _History:
                        facts={"evidence": evidence, "n": p.later})
 
     def in_place(self):
-        from equiv.ops.draft_topk.history import same_value
-
         vocab = _fresh_vocab(self.prober)
         plan = _plan(2, self.k, rewrites=2, vocab=vocab)
         reply, found = self.run(plan)
@@ -175,8 +167,6 @@ class _History:
         return plan, reply, (bad[0].call if bad else None)
 
     def after_n(self):
-        from equiv.ops.draft_topk.history import same_value
-
         plan, reply, n = self.first_wrong()
         if not n:                                # none wrong, or the first call already
             return None
@@ -205,23 +195,16 @@ class _History:
 
 def _share_wrong(plan, reply, n: int, k: int, device: str) -> float:
     """The share of the calls from ``n`` on whose answer is wrong."""
-    from equiv.ops.draft_topk.compare import answer_stage
-    from equiv.ops.draft_topk.recipes import Recipe
-
     later = list(zip(plan.recipes[n:], reply["answers"][n:]))
     wrong = sum(answer_stage(v, Recipe.parse(t).build("cpu"), k, device) is not None for t, v in later)
     return wrong / max(len(later), 1)
 
 
 def _vocab_of(plan) -> int:
-    from equiv.ops.draft_topk.recipes import Recipe
-
     return Recipe.parse(plan.recipes[0]).vocab
 
 
 def _seed_of(text: str) -> int:
-    from equiv.ops.draft_topk.recipes import Recipe
-
     return Recipe.parse(text).seed
 
 

@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from equiv.ops.draft_topk.diagnose.explain import explained, merge_scopes, scope_of
-from equiv.ops.draft_topk.diagnose.isolate import STATUS_KIND, Isolation, Residual
-from equiv.ops.draft_topk.diagnose.probe import INDEX, OOV, VALUE, Prober
-from equiv.ops.draft_topk.diagnose import calls, render, sources
 from equiv.checks import Defect, Diagnosis
+from equiv.errors import InvalidArgument
+from equiv.ops.draft_topk.diagnose import calls, render, sources
+from equiv.ops.draft_topk.diagnose.explain import Explained, explained, merge_scopes, scope_of
+from equiv.ops.draft_topk.diagnose.isolate import STATUS_KIND, Finding, Isolation, Residual
+from equiv.ops.draft_topk.diagnose.probe import INDEX, OOV, VALUE, Prober
 from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
+from equiv.ops.draft_topk.recipes import Recipe
+from equiv.ops.draft_topk.tolerance import tolerance_for
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 BLAND = "gaussian:seed=0,batch=4,vocab=1000,dtype={dtype}"
@@ -118,8 +121,6 @@ class _Work:
     # -- explanation ----------------------------------------------------------------------------
     def explain(self, suspect, obs):
         """What ``suspect`` explains in ``obs`` (the union over its scopes), cached per call."""
-        from equiv.ops.draft_topk.diagnose.explain import Explained
-
         key = (id(suspect), suspect.version, obs.order)
         if key not in self._explained:
             parts = [explained(scope, obs, self.prober) for scope in suspect.scopes]
@@ -266,8 +267,6 @@ class _Work:
         """Only values off, by at most ``EDGE`` times the table's relative allowance, and within
         the regression rule of softmax_topk on the same input: the baseline errs about as much, so
         the tolerance table -- not the candidate -- is at issue."""
-        from equiv.ops.draft_topk.tolerance import tolerance_for
-
         if obs.faults is None or obs.status != "fail" or (obs.faults & ~VALUE).any():
             return False
         if not self.residual(obs).rows.any():
@@ -284,8 +283,6 @@ class _Work:
         return self.prober.observe(inputs, regression=True) if obs.passed else obs
 
     def _relations(self, check, recipe, need: bool) -> list:
-        from equiv.ops.draft_topk.recipes import Recipe
-
         if not isinstance(recipe, Recipe):
             return []
         prop = sources.property_name(check)
@@ -328,8 +325,6 @@ class _Work:
     def _unrun(self, check) -> None:
         """A hang or an abnormal end (exit, signal, interrupt): named from the check itself; the
         input is not re-run (each re-run would cost a time-out or a worker restart)."""
-        from equiv.ops.draft_topk.diagnose.isolate import Finding
-
         kind = abnormal_kind(check)
         inputs = sources.inputs_of(check)
         trigger = _Unrun(inputs[0] if inputs else check.name, check, status=kind)
@@ -376,9 +371,6 @@ def _likeness(check):
     """Checks alike enough that two of them re-run and wholly explained by the same defects stand
     for the rest: the same stage, the same failing sub-checks of compare, the same dtype, padding
     and poisoning of the input. None for a check that carries no recipe (``Check.recipe``)."""
-    from equiv.errors import InvalidArgument
-    from equiv.ops.draft_topk.recipes import Recipe
-
     stage = check.stage
     if not getattr(check, "recipe", None) or not check.subject:
         return None
@@ -414,8 +406,6 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float | 
              dtype: str = "float32", budget_s: float | None = None, max_calls: int = 400) -> Diagnosis:
     """The defects behind ``checks`` (objects with ``name``, ``passed``, ``detail``,
     ``counterexample``, ``repro``) of candidate ``spec`` judged at ``k`` on ``device``."""
-    from equiv.ops.draft_topk.recipes import Recipe
-
     t0 = time.perf_counter()
     failing = [c for c in checks if not c.passed]
     if not failing:
@@ -444,8 +434,6 @@ def diagnose(spec, checks, *, k: int = 1, device: str = "cpu", timeout: float | 
 
 
 def _report_order(s: _Suspect):
-    from equiv.ops.draft_topk.diagnose.taxonomy import KINDS
-
     kind = KINDS[s.kind]
     rank = {"process": 0, "memory": 1, "tokens": 2, "probabilities": 3}
     tokens = kind.affects == "tokens" or bool(s.bits & (INDEX | OOV))

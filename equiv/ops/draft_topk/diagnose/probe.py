@@ -28,11 +28,15 @@ Plan
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from equiv import reference
+from equiv.ops.draft_topk.compare import compare, underflow_atol
+from equiv.ops.draft_topk.recipes import Recipe
+from equiv.ops.draft_topk.tolerance import tolerance_for
+from equiv.run import Array, Raw, runner_for
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 OOV, INDEX, VALUE, POISON, LEAK = 1, 2, 4, 8, 16
@@ -128,8 +132,6 @@ _OUTCOME_STATUS = {"raised": "crash", "interrupt": "crash", "exit": "crash", "si
 
 
 def _host(a, dtype):
-    from equiv.run import Array
-
     return a.values.astype(dtype) if isinstance(a, Array) else None
 
 
@@ -144,8 +146,6 @@ class _Replay:
 
     def __call__(self, logits, k):
         import torch
-
-        from equiv.run import Array
 
         if not self.outcome.ok:
             raise _Abnormal(self.outcome.problem or self.outcome.kind)
@@ -169,9 +169,6 @@ def row_faults(x, p, idx, k: int, dtype: str, out_fmt: str = "float32", rows=Non
     ``dtype``; ``out_fmt`` the format of ``p``), and the reference. ``rows``: the rows compare
     judged (a large batch is sampled); an index outside ``[0, V)`` is read on every row, the rest
     on those rows and the out-of-range ones (unjudged rows of the reference are blank)."""
-    from equiv.ops.draft_topk.compare import underflow_atol
-    from equiv.ops.draft_topk.tolerance import tolerance_for
-
     tol = tolerance_for(dtype)
     batch, vocab = x.shape
     faults = np.zeros(batch, dtype=np.int64)
@@ -211,8 +208,6 @@ def _reference(x, k: int, rows):
     """The reference of the ``rows`` of ``x`` (``sub``), and one of the whole batch (``ref``) that
     holds it at those rows: unjudged rows have no exact answer (NaN, index -1) and count as
     healthy unless they hold a NaN or +inf or only -inf (then poisoned)."""
-    from dataclasses import replace
-
     sub = reference.softmax_topk(x[rows], k)
     if rows.size == x.shape[0]:
         return sub, sub
@@ -244,8 +239,6 @@ class Prober:
 
     def __init__(self, spec, *, k: int, device: str = "cpu", timeout: float | None = DEFAULT_TIMEOUT_S,
                  deadline: float | None = None, max_calls: int = 400):
-        from equiv.run import runner_for
-
         self.runner = runner_for(spec, device, timeout)
         self.spec = self.runner.spec if not self.runner.isolated else str(spec)
         self.k, self.device, self.timeout = k, device, timeout
@@ -286,8 +279,6 @@ class Prober:
     def history(self, plan):
         """A call history (``equiv.ops.draft_topk.history.HistoryPlan``) run where the candidate runs
         (its runner's probe): the reply (host arrays), or None when it did not answer. Counts its calls."""
-        from equiv.ops.draft_topk.recipes import Recipe
-
         self.calls += plan.calls
         for text in plan.recipes:
             r = Recipe.parse(text)
@@ -299,10 +290,6 @@ class Prober:
     def _call(self, inputs, k: int, regression: bool = False) -> Observation:
         """The one call site: the candidate's runner (``equiv.run``: a supervised worker for a
         user's code) answers once; ``equiv.ops.draft_topk.compare`` judges that answer, replayed in-process."""
-        from equiv.ops.draft_topk.compare import compare
-        from equiv.ops.draft_topk.recipes import Recipe
-        from equiv.run import Raw
-
         x = inputs.build("cpu")
         values = x.float().numpy().copy()
         run_input = inputs if isinstance(inputs, Recipe) else Raw.of(x)

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 
+from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
+
 POINTERS = ("x_ptr", "p_ptr", "idx_ptr", "part_m_ptr", "part_s_ptr", "part_i_ptr", "part_v_ptr",
             "part_j_ptr", "count_ptr")
 DTYPES = {"float32": "*fp32", "bfloat16": "*bf16", "float16": "*fp16"}
@@ -97,8 +99,6 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-
-    from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
 
     elem = 4 if dtype == "float32" else 2
     lanes = num_warps * 32 * (16 // elem)

@@ -67,6 +67,8 @@ import torch
 import triton
 import triton.language as tl
 
+from equiv.errors import InvalidArgument
+
 # Read once, when the kernels are decorated: the Triton interpreter is chosen at that moment.
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -648,8 +650,6 @@ def choose_config(batch: int, vocab: int, elem_size: int, device, k: int = 1, *,
     elif stages < 0 or (stages and prefetch):
         problem = f"stages={stages} is invalid: give 0 (no pipelining) or > 0 without prefetch"
     if problem:
-        from equiv.errors import InvalidArgument
-
         raise InvalidArgument(problem)
     return KernelConfig(rows, lanes, num_warps, n_split, chunk, combine, max(mode, 1), prefetch,
                         cap, cap_regs, stages, cache, evict)

@@ -17,6 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
+from equiv.errors import InvalidArgument
+from equiv.ops.draft_topk.kernels.fused_softmax_topk import INTERP_LANES, INTERPRETED, WIDE, _sm_count, split_rows
+
 ROWS = 4
 WARPS = 4
 PROGRAMS_PER_SM = 8
@@ -92,9 +95,6 @@ def read_sum(x: torch.Tensor, *, splits: int | None = None, num_warps: int = WAR
     e^x instead, "softmax" returns log(sum e^x) by the online softmax (exact only with one
     program a row): how much of that own work the exp and the running max are (GPU run 11,
     docs/kernel-notes.md)."""
-    from equiv.errors import InvalidArgument
-    from equiv.ops.draft_topk.kernels.fused_softmax_topk import INTERPRETED, INTERP_LANES, _sm_count, split_rows
-
     works = {"sum": 0, "exp": 1, "softmax": 2}
     if work not in works:
         raise InvalidArgument(f"work={work!r} is invalid: give one of {', '.join(works)}")
@@ -124,7 +124,5 @@ def read_sum_wide(x: torch.Tensor, work: str = "sum") -> torch.Tensor:
     """``read_sum`` in the fused kernel's wide layout (``WIDE``: one pipelined program a row),
     which k = 1 takes from B = 256 while one wave holds the batch. Where that layout reads
     faster than the split one, the size-matched ceiling is this. ``work`` as ``read_sum``'s."""
-    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
-
     return read_sum(x, work=work, **WIDE)
 

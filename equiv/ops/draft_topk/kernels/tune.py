@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import sys
 
 import torch
 
 from equiv.ops.draft_topk.bench import make_buffers, read_ceiling, sized_ceiling, time_path
+from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
+from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
+from equiv.ops.draft_topk.kernels.read_sum import read_sum, read_sum_wide
 from equiv.ops.draft_topk.paths.fused_triton import with_layout
 
 VOCAB = 129280
@@ -44,8 +48,6 @@ def variants():
     (index mode 4, 9), a tile's terms one tile after its max (12), part of the exps on the FMA
     pipe (15); none beat the default and their knobs are gone from the kernel (see
     docs/kernel-notes.md, v8). The sweep keeps the closest runner-up, a tile of 2 rows."""
-    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
-
     wide = {"index": 3, **WIDE}
     return [("default", {}, 1),
             ("wide_r2_ns5", {**wide, "rows": 2, "stages": 5}, 1),
@@ -60,8 +62,6 @@ def read_sums():
     wide layout also with an exp a logit and with the online softmax (no index), so the own
     work splits into the exp, the running max and the index (GPU run 11; run 11 also timed 1
     or 2 tiles in flight in registers instead of the pipeline: slower, and gone)."""
-    from equiv.ops.draft_topk.kernels.fused_softmax_topk import WIDE
-
     wide = dict(WIDE)
     return [("rs_wide_exp", {**wide, "work": "exp"}),          # + one exp a logit
             ("rs_wide_softmax", {**wide, "work": "softmax"}),  # + the running max and rescale
@@ -78,7 +78,6 @@ def _warm_one(job):
                 with_layout(**layout)(x, k)
             except Exception as exc:              # reported again, per point, when timed
                 print(f"warm {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    from equiv.ops.draft_topk.kernels.read_sum import read_sum, read_sum_wide
 
     read_sum(x)
     read_sum_wide(x)
@@ -96,8 +95,6 @@ def comma_ints(text: str) -> tuple:
 def warm(processes: int, names=None) -> None:
     """Compile every (variant, dtype, B) once, spread over ``processes`` (Triton's disk cache);
     ``names`` limits it to those variants (``default,k4,k8`` before an ``equiv bench``)."""
-    import multiprocessing as mp
-
     jobs = [(d, b, names) for d in DTYPES for b in BATCHES]
     with mp.get_context("spawn").Pool(processes) as pool:
         for done in pool.imap_unordered(_warm_one, jobs):
@@ -105,9 +102,6 @@ def warm(processes: int, names=None) -> None:
 
 
 def main(argv=None) -> int:
-    from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
-    from equiv.ops.draft_topk.kernels.read_sum import read_sum
-
     parser = argparse.ArgumentParser(prog="python -m equiv.ops.draft_topk.kernels.tune")
     parser.add_argument("--warm", type=int, metavar="N", help="compile in N processes first")
     parser.add_argument("--warm-only", type=int, metavar="N", help="compile in N processes, exit")

@@ -8,6 +8,8 @@ before handing over to the implementation.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Callable
 
@@ -73,9 +75,6 @@ register(Path("identity_top1", torch_paths.identity_top1,
 
 
 def _register_optional() -> None:
-    import importlib
-    import importlib.util
-
     # fused_triton registers itself; it imports Triton lazily, so its absence is a clear error
     # at call time, not a missing name here.
     if importlib.util.find_spec("equiv.ops.draft_topk.paths.fused_triton") is not None:

@@ -19,8 +19,11 @@ decides where the kernel runs, so that the same kernel is judged on a GPU and in
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+
+import numpy as np
 
 from equiv.errors import MissingDependency, UsageError
 from equiv.ops.draft_topk.paths import Path, register
@@ -42,7 +45,6 @@ def _kernels(interpret: bool):
                 "path 'fused_triton' needs Triton, which is not installed: pip install triton "
                 "(Linux; it comes with CUDA builds of torch); on a machine without a GPU it runs "
                 "under the Triton interpreter") from exc
-        import importlib
 
         mod = importlib.import_module(_KERNELS)
     if interpret and not mod.INTERPRETED:
@@ -71,7 +73,6 @@ def fused_triton(logits, k: int, **layout):
                                        **layout)
     if not kernels.INTERPRETED:
         return kernels.draft_topk(logits, k, config)
-    import numpy as np
 
     if logits.dtype != torch.float32:
         logits = logits.float()                  # exact: bfloat16 and float16 embed in float32

@@ -23,6 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from equiv.figures import b64, figure_png, pyplot, short_label
+from equiv.ops.draft_topk.report.rows import (DETAIL_HEAD, SUMMARY_HEAD, detail_cells, required, summary_cells,
+                                              tight_line)
+from equiv.ops.draft_topk.tolerance import TOLERANCES
 
 LIST_LIMIT = 20          # failing cases shown before "+N more"
 
@@ -34,8 +37,6 @@ def error_histogram(report, dtype: str) -> bytes:
 
 def error_figure(report, dtype: str):
     """The largest relative error of each healthy row in ``dtype``, one line per path, and rtol."""
-    from equiv.ops.draft_topk.tolerance import TOLERANCES
-
     plt = pyplot()
     rtol = TOLERANCES[dtype].rtol
     series = {}
@@ -82,16 +83,6 @@ def _environment():
 
 
 def format_html(report, mtp_section=None) -> str:
-    from equiv.ops.draft_topk.report.rows import (
-        DETAIL_HEAD,
-        SUMMARY_HEAD,
-        detail_cells,
-        required,
-        summary_cells,
-        tight_line,
-    )
-    from equiv.ops.draft_topk.tolerance import TOLERANCES
-
     dtypes = list(dict.fromkeys(r.dtype for r in report.rows))
     families, more_families = cut(dict.fromkeys(r.family for r in report.rows))
     failures, more_failures = cut(report.failures)

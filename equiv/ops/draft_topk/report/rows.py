@@ -22,7 +22,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from equiv.ops.draft_topk.compare import compare
+from equiv.ops.draft_topk.paths import path_names
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
+from equiv.provenance import collect
 
 CORRECT_PATHS = ("softmax_topk", "identity_top1", "fused_triton")
 COLUMNS = ("path", "dtype", "family", "max_ulp", "p99_ulp", "max_rel_err", "index_mismatches",
@@ -31,8 +34,6 @@ COLUMNS = ("path", "dtype", "family", "max_ulp", "p99_ulp", "max_rel_err", "inde
 
 def required(path: str) -> bool:
     """Must this path pass? The correct built-ins and every user candidate must."""
-    from equiv.ops.draft_topk.paths import path_names
-
     return path in CORRECT_PATHS or path not in path_names()
 
 
@@ -160,9 +161,6 @@ class Report:
 def report_rows(paths, dtypes, families=FAMILIES, *, vocab=129280, batch=8, seed=0, k=1,
                 device="cpu", progress=None, timeout=None, argv=None) -> Report:
     """Run every case; ``argv`` is the command line the provenance records (default ``sys.argv``)."""
-    from equiv.ops.draft_topk.compare import compare
-    from equiv.provenance import collect
-
     rows = []
     jobs = [(p, d, f) for p in paths for d in dtypes for f in families]
     for n, (path, dtype, family) in enumerate(jobs):
