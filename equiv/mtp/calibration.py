@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from equiv.errors import InvalidArgument
+from equiv.mtp.models import SyntheticLM
 from equiv.stats import pit, sampling_fit
 
 BIASES = ("none", "temperature", "argmax_mix", "residual_bug")
@@ -61,8 +62,6 @@ def _draw(law, n, rng):
 def sampling_power(n: int, bias: str = "none", strength: float = 0.0, *, reps: int = 100,
                    vocab: int = 32000, seed: int = 0) -> dict:
     """Failure rate of ``sampling_fit`` over ``reps`` samples of ``n`` tokens (module docstring)."""
-    from equiv.mtp.models import SyntheticLM
-
     probs = SyntheticLM(vocab, seed=seed).rank_probabilities.numpy()
     law = biased_law(probs, bias, strength)
     tvd = float(0.5 * np.abs(law - probs).sum(1).mean())

@@ -32,19 +32,26 @@ leaves them None. ``quick`` is the pre-merge gate's (V = 129280, seconds on a 2-
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from equiv.devices import resolve_device
 from equiv.errors import EquivError, InvalidArgument, UsageError
+from equiv.mtp.compact import CompactTrace
 from equiv.mtp.decoding import (CONFIDENCE_THRESHOLD, CONSUMERS, GREEDY_VERIFIED, TREE_TOKENS,
                                 TREE_TOPK, DecodeOutcome, decode, greedy_reference, sample_reference)
 from equiv.mtp.live import MIN_SAMPLED_TOKENS, MODELS, REAL_BUDGETS, TEXT_LAW_POSITIONS, end_to_end
 from equiv.mtp.live import build as build_real
 from equiv.mtp.metrics import AcceptanceMetrics, acceptance_metrics, per_sequence_accept_length, round_offsets
+from equiv.mtp.models import SyntheticLM
 from equiv.mtp.real import DEFAULT_DRAFT, parse_draft
 from equiv.mtp.smollm2 import LAYERS as SMOLLM2_LAYERS
+from equiv.mtp.traces import Trace, TraceLM, load_trace
 from equiv.ops import ROLES, get_op
+from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.run.load import Candidate
+from equiv.run.supervisor import as_callable
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.stats import ACCEPT_LENGTH_MARGIN, above_bound, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.stats.twosample import text_law_test
@@ -186,9 +193,6 @@ class MtpRun:
 
 def _candidates(paths, device: str, timeout=DEFAULT_TIMEOUT_S):
     get_path, path_names = get_op(ROLES["draft"]).builtin, get_op(ROLES["draft"]).builtin_names
-    from equiv.run import CandidateSpec, load_check, runner_for
-    from equiv.run.load import Candidate
-    from equiv.run.supervisor import as_callable
 
     notes = []
     if paths is None:
@@ -325,10 +329,6 @@ def run_mtp(paths=None, consumers=None, *, steps: int = 3, vocab: int | None = N
     callable of the chain or tree verifier op) that decides ``target_only`` / ``tree`` instead of the
     built-in rule; a tree so verified samples from the target and is judged as ``target_only`` is
     (the text's law), not by identity with greedy text."""
-    from equiv.devices import resolve_device
-    from equiv.mtp.models import SyntheticLM
-    from equiv.mtp.compact import CompactTrace
-    from equiv.mtp.traces import Trace, TraceLM, load_trace
     get_path = get_op(ROLES["draft"]).builtin
 
     device = resolve_device(device)
@@ -464,9 +464,6 @@ def decode_in_worker(cand, consumers, *, budget: str, device: str, seed: int, vo
     arguments would decode it: ``{"outcome": DecodeOutcome fields}``, ``{"refused": why}`` (not
     applicable) or ``{"error": what}``. Runs in the candidate's worker; no judgment is made
     here (``run_mtp(..., decoded=...)`` makes it in the verdict process)."""
-    from dataclasses import asdict
-
-    from equiv.mtp.models import SyntheticLM
 
     sizes = BUDGETS[budget]["cuda" if device == "cuda" else "cpu"]
     model = SyntheticLM(vocab, seed=seed, device=device)

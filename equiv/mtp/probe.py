@@ -12,13 +12,13 @@ past them is an error of that consumer. ``_contexts`` in the reply counts the ca
 """
 from __future__ import annotations
 
+from equiv.mtp.decoding import TREE_TOPK
+from equiv.mtp.harness import decode_in_worker
+from equiv.run.context import Rotating
+from equiv.run.load import Candidate
+
 
 def quick(fn, device, payload) -> dict:
-    from equiv.mtp.decoding import TREE_TOPK
-    from equiv.mtp.harness import decode_in_worker
-    from equiv.run.load import Candidate
-
-    from equiv.run.context import Rotating
 
     calls = Rotating(fn, payload.get("contexts") or (None,), payload.get("offsets") or (0,), str(device))
     cand = Candidate(payload["name"], calls, builtin=payload.get("builtin", False))

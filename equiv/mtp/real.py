@@ -32,6 +32,8 @@ from collections import OrderedDict
 import numpy as np
 
 from equiv.errors import InvalidArgument
+from equiv.mtp.llama import LlamaRunner
+from equiv.mtp.smollm2 import Tokenizer, load_weights
 
 DRAFTS = ("bf16", "exit:L")
 DEFAULT_DRAFT = "bf16"
@@ -62,9 +64,6 @@ class RealLM:
     def __init__(self, prompts, *, draft: str = DEFAULT_DRAFT, device: str = "cpu", path=None,
                  tokenizer=None):
         import torch
-
-        from equiv.mtp.llama import LlamaRunner
-        from equiv.mtp.smollm2 import Tokenizer, load_weights
 
         if not prompts:
             raise InvalidArgument("prompts is empty: give at least one prompt")

@@ -10,6 +10,9 @@ page), the share of verify rounds that accepted 0..steps drafts, one bar per pat
 """
 from __future__ import annotations
 
+from equiv.atomic import atomic_write
+from equiv.figures import b64, figure_png, pyplot, short_label
+
 
 RECORD_HEAD = ("path", "consumer", "accept_length", "diff [90% CI]", "accept_rate", "per_position",
                "drafted/emitted", "invalid", "lossless", "same_tokens", "equivalent", "verdict")
@@ -82,8 +85,6 @@ def summary_line(run) -> str:
 def acceptance_png(records, title: str | None = None) -> bytes | None:
     """PNG of accepted-count histograms from record dicts (``to_json``), one panel per consumer,
     two panels a row so that the image fits a 1400 px page; None when no record has a histogram."""
-    from equiv.figures import b64, figure_png, pyplot, short_label
-
     records = [r for r in records if r.get("histogram")]
     if not records:
         return None
@@ -119,8 +120,6 @@ def acceptance_png(records, title: str | None = None) -> bytes | None:
 
 def write_plot(run, path) -> str:
     """PNG of the accepted-count histograms, one panel per consumer, written atomically."""
-    from equiv.atomic import atomic_write
-
     cfg = run.config
     title = (f"accepted-count histograms: V={cfg['vocab']}, {cfg['sequences']} x {cfg['rounds']} "
              f"rounds, steps={cfg['steps']}, seed={cfg['seed']}, {cfg['device']}")
@@ -133,8 +132,6 @@ def write_plot(run, path) -> str:
 def html_section(results) -> dict | None:
     """The MTP part of the tolerance report's HTML page (an ``equiv mtp --json`` run's records):
     the acceptance histogram as base64 PNG, the record table's head and rows."""
-    from equiv.figures import b64   # with matplotlib's import (~0.5 s): only a page that embeds MTP pays it
-
     if not results:
         return None
     png = acceptance_png(results)

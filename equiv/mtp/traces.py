@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from equiv.atomic import atomic_write
 from equiv.errors import InvalidArgument
 from equiv.mtp.compact import FORMAT2, CompactTrace, from_arrays, rows, validate_compact
 
@@ -128,8 +129,6 @@ def validate(trace: Trace) -> Trace:
 
 def save_trace(trace: Trace, path) -> str:
     """Write ``trace`` to ``path`` (``.npz``) atomically."""
-    from equiv.atomic import atomic_write
-
     buf = io.BytesIO()
     if isinstance(trace, CompactTrace):
         validate_compact(trace)
