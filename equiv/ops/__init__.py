@@ -18,6 +18,7 @@ of a run sees the same registry.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -94,6 +95,30 @@ class Op:
         raise InvalidArgument(f"--op {self.name} takes no option {name!r}; its options are "
                               f"{', '.join(o.name for o in self.options) or 'none'}")
 
+
+def lazy_attr(package: str, module: str, attr: str) -> Callable[[], object]:
+    """``() -> package.module.attr``, importing the module on the first call (an op's fields)."""
+    return lambda: getattr(importlib.import_module(f"{package}.{module}"), attr)
+
+
+def signature_check(noun: str, signature: str) -> Callable[[str, Callable], None]:
+    """An ``Op.check_signature``: the candidate must take as many positional arguments as
+    ``signature`` (``fn(a, b) -> ...``) names, else one ``CandidateLoadError`` line; a callable
+    without a signature to read is trusted."""
+    call = signature.partition(" ->")[0]
+    n = call.count(",") + 1
+
+    def check(text: str, fn) -> None:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return                               # no signature to read: trust it
+        try:
+            sig.bind(*[object()] * n)
+        except TypeError:
+            raise CandidateLoadError(f"{noun} {text!r}: signature {sig} cannot be called as {call}; "
+                                     f"it must take {n} positional arguments") from None
+    return check
 
 def extra_ops() -> dict:
     """``{name: (module, ATTR)}`` from ``EQUIV_OPS`` (ops registered from outside equiv)."""

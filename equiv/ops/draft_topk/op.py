@@ -7,10 +7,8 @@ the gate plan pulls NumPy and the reference in, ~0.3 s measured on the 2-core CP
 from __future__ import annotations
 
 import importlib
-import inspect
 
-from equiv.errors import CandidateLoadError
-from equiv.ops import Op, OpOption
+from equiv.ops import Op, OpOption, lazy_attr, signature_check
 from equiv.run.context import CONTEXTS
 
 _HERE = __name__.rpartition(".")[0]
@@ -25,20 +23,7 @@ def _lazy(module: str, attr: str):
 
 
 def _attr(module: str, attr: str):
-    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
-
-
-def _check_signature(text: str, fn) -> None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return                                   # builtins without a signature: trust them
-    try:
-        sig.bind(object(), 1)
-    except TypeError:
-        raise CandidateLoadError(
-            f"candidate {text!r}: signature {sig} cannot be called as fn(logits, k); "
-            f"it must take two positional arguments") from None
+    return lazy_attr(_HERE, module, attr)
 
 
 def _builtin_names() -> tuple:
@@ -59,7 +44,7 @@ def _budget_dtypes(budget: str) -> tuple:
 OP = Op(name="draft_topk", signature="fn(logits, k) -> (topk_p, topk_index)",
         summary="the draft step: softmax over the vocabulary, then top-k",
         mutants_module=f"{_HERE}.mutants", builtin_names=_builtin_names, builtin=_lazy("paths", "get_path"),
-        check_signature=_check_signature, mutants=_attr("mutants", "MUTANTS"),
+        check_signature=signature_check("candidate", "fn(logits, k)"), mutants=_attr("mutants", "MUTANTS"),
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"), parse_recipe=lambda text: _attr("recipes", "Recipe")().parse(text),
         default_recipe="gaussian:seed=0,batch=4,vocab=129280,dtype=float32",
         stages=("properties", "tolerance", "mtp"), gate=_lazy("gate", "run_draft_gate"),

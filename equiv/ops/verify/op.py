@@ -4,32 +4,19 @@ Each field imports its module when called (holding the registry imports no NumPy
 """
 from __future__ import annotations
 
-import importlib
-import inspect
-
-from equiv.errors import CandidateLoadError
-from equiv.ops import Op, OpOption
+from equiv.ops import Op, OpOption, lazy_attr, signature_check
 from equiv.verdict import CheckRun
 
 _HERE = __name__.rpartition(".")[0]
 LAWS = ("lossless", "token")
+SIGNATURE = "fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens"
 
 # the built-in paths' names (``paths.VERIFIERS``, which imports torch: ~1.2 s a spec check need not pay)
 BUILTIN_NAMES = ("torch_sampler", "block_verification", "reference_sampler")
 
+
 def _attr(module: str, attr: str):
-    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
-
-
-def _check_signature(text: str, fn) -> None:
-    try:
-        inspect.signature(fn).bind(object(), None, object(), object())
-    except TypeError:
-        raise CandidateLoadError(
-            f"verifier {text!r}: signature {inspect.signature(fn)} cannot be called as "
-            f"fn(draft_token_ids, draft_probs, target_probs, generator)") from None
-    except ValueError:
-        pass                                         # no signature to read: trust it
+    return lazy_attr(_HERE, module, attr)
 
 
 def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
@@ -49,10 +36,11 @@ def _feature(name: str):
     return {"caller": _attr("calls", "verifier_function")}[name]()
 
 
-OP = Op(name="verify", signature="fn(draft_token_ids, draft_probs, target_probs, generator) -> tokens",
+OP = Op(name="verify", signature=SIGNATURE,
         summary="a chain verifier (rejection sampler) of speculative decoding",
         mutants_module=f"{_HERE}.mutants", builtin_names=lambda: BUILTIN_NAMES,
-        builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
+        builtin=lambda name: _attr("paths", "VERIFIERS")()[name],
+        check_signature=signature_check("verifier", SIGNATURE),
         mutants=_attr("mutants", "MUTANTS"), legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "VerifyRecipe")().parse(text),
         default_recipe="realistic:seed=0,batch=256,n=3,vocab=129280",

@@ -7,33 +7,21 @@ Each field imports its module when called (holding the registry imports no NumPy
 """
 from __future__ import annotations
 
-import importlib
-import inspect
-
-from equiv.errors import CandidateLoadError
-from equiv.ops import Op, OpOption
+from equiv.ops import Op, OpOption, lazy_attr, signature_check
 from equiv.verdict import CheckRun
 
 _HERE = __name__.rpartition(".")[0]
 CONSTRUCTIONS = ("topk", "iid", "wor", "any")
 DRAFT_CHOICES = ("declared",) + CONSTRUCTIONS
+SIGNATURE = ("fn(parents, draft_token_ids, draft_probs, target_probs, generator) -> "
+             "(accepted_path, output_token_ids)")
 
 # the built-in paths' names (``paths.VERIFIERS``, which imports torch: ~1.2 s a spec check need not pay)
 BUILTIN_NAMES = ("greedy", "target_only", "eagle_onehot", "specinfer", "recursive_rejection")
 
+
 def _attr(module: str, attr: str):
-    return lambda: getattr(importlib.import_module(f"{_HERE}.{module}"), attr)
-
-
-def _check_signature(text: str, fn) -> None:
-    try:
-        inspect.signature(fn).bind(object(), object(), None, object(), object())
-    except TypeError:
-        raise CandidateLoadError(
-            f"tree verifier {text!r}: signature {inspect.signature(fn)} cannot be called as "
-            f"fn(parents, draft_token_ids, draft_probs, target_probs, generator)") from None
-    except ValueError:
-        pass                                         # no signature to read: trust it
+    return lazy_attr(_HERE, module, attr)
 
 
 def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
@@ -50,11 +38,11 @@ def _check(options, recipe=None, *, calls: int = 1):
 
 
 OP = Op(name="verify_tree",
-        signature="fn(parents, draft_token_ids, draft_probs, target_probs, generator) -> "
-                  "(accepted_path, output_token_ids)",
+        signature=SIGNATURE,
         summary="a tree verifier of speculative decoding (EAGLE / SGLang top-k > 1, SpecInfer)",
         mutants_module=f"{_HERE}.mutants", builtin_names=lambda: BUILTIN_NAMES,
-        builtin=lambda name: _attr("paths", "VERIFIERS")()[name], check_signature=_check_signature,
+        builtin=lambda name: _attr("paths", "VERIFIERS")()[name],
+        check_signature=signature_check("tree verifier", SIGNATURE),
         mutants=lambda: {k: v[0] for k, v in _attr("mutants", "MUTANTS")().items()},
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "TreeRecipe")().parse(text),
