@@ -54,14 +54,13 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from equiv.ops.draft_topk.confidence import BAND_NAMES, confident_rows
 from equiv.ops.draft_topk.space import MASKS, mask_kinds
-from equiv.recipe_text import recipe_parse, recipe_str
-from equiv.validation import check_choice, check_float, check_int
+from equiv.recipe_text import RecipeText, choice, integer, real
 
 DTYPES = ("float32", "bfloat16", "float16")
 POSITIONS = ("first", "last", "tail", "strided", "random")
@@ -74,54 +73,24 @@ HEALTHY_FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", 
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(RecipeText):
     """A replayable description of a ``[batch, vocab]`` logits tensor (see module docstring)."""
 
-    family: str = "gaussian"
-    seed: int = 0
-    batch: int = 4
-    vocab: int = 129280
-    dtype: str = "float32"
-    scale: float = 1.0
-    shift: float = 0.0
-    ties: int = 2
-    position: str = "random"
-    specials: int = 0
-    pad: int = 0
-    offset: int = 0
-    mask: str = "mixed"
-    band: str = "mixed"
-
-    def __post_init__(self):
-        check_choice("family", self.family, FAMILIES)
-        check_choice("dtype", self.dtype, DTYPES)
-        check_choice("position", self.position, POSITIONS)
-        check_int("seed", self.seed, min_value=0)
-        check_int("batch", self.batch, min_value=0)
-        check_int("vocab", self.vocab, min_value=1)
-        check_int("ties", self.ties, min_value=1)
-        check_int("specials", self.specials, min_value=0)
-        check_int("pad", self.pad, min_value=0)
-        check_int("offset", self.offset, min_value=0)
-        check_choice("mask", self.mask, ("mixed",) + MASKS)
-        check_choice("band", self.band, ("mixed",) + BAND_NAMES)
-        check_float("scale", self.scale, min_value=0.0, exclusive_min=True)
-        check_float("shift", self.shift)
-
-    def __str__(self) -> str:
-        return recipe_str(self, always=("seed", "batch", "vocab", "dtype"))
-
-    @classmethod
-    def parse(cls, text: str) -> "Recipe":
-        """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
-        return recipe_parse(cls, text)
-
-    def _repr_pretty_(self, printer, cycle):
-        # Hypothesis prints failing examples with this: one replayable line, not eleven fields.
-        printer.text(f"Recipe.parse({str(self)!r})")
-
-    def with_(self, **changes) -> "Recipe":
-        return replace(self, **changes)
+    ALWAYS = ("seed", "batch", "vocab", "dtype")
+    family: str = choice("gaussian", FAMILIES)
+    seed: int = integer(0, min=0)
+    batch: int = integer(4, min=0)
+    vocab: int = integer(129280, min=1)
+    dtype: str = choice("float32", DTYPES)
+    scale: float = real(1.0, min=0.0, exclusive_min=True)
+    shift: float = real(0.0)
+    ties: int = integer(2, min=1)
+    position: str = choice("random", POSITIONS)
+    specials: int = integer(0, min=0)
+    pad: int = integer(0, min=0)
+    offset: int = integer(0, min=0)
+    mask: str = choice("mixed", ("mixed",) + MASKS)
+    band: str = choice("mixed", ("mixed",) + BAND_NAMES)
 
     def build(self, device="cpu"):
         """The logits tensor, ``[batch, vocab]`` of ``dtype`` on ``device``."""
