@@ -21,33 +21,22 @@ tree verifier, judged for the construction it declares (``--equiv-drafts``, else
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, seed as with_seed, settings
 
-from equiv.devices import resolve_device
 from equiv.ops.verify_tree.calls import declaration
 from equiv.ops.verify_tree.gate import resolve_drafts
 from equiv.ops.verify_tree.judge import Case, run_judge
 from equiv.ops.verify_tree.paths import verifier_names
 from equiv.ops.verify_tree.plans import constructions_of, contract_cases, statistical_cases
 from equiv.properties.verify_tree_strategies import tree_recipes
-from equiv.pytest.plugin import option, run_options, suite_settings
+from equiv.properties.verifier_suite import (EXACT, device, drawn_recipes, first_failure,  # noqa: F401
+                                             parametrize_verifiers)                        # (device: a fixture)
+from equiv.pytest.plugin import option, run_options
 
 pytestmark = pytest.mark.equiv_op("verify_tree")
-EXACT = ("contract", "support", "greedy")
-QUICK_EXAMPLES = 6
 
 
 def pytest_generate_tests(metafunc):
-    if "verifier" in metafunc.fixturenames:
-        spec = option(metafunc.config, "equiv_candidate")
-
-        names = [spec] if spec else list(verifier_names())
-        metafunc.parametrize("verifier", names, ids=[n.replace("/", "_") for n in names])
-
-
-@pytest.fixture
-def device(request):
-    return resolve_device(option(request.config, "equiv_device"))
+    parametrize_verifiers(metafunc, verifier_names)
 
 
 @pytest.fixture
@@ -61,38 +50,18 @@ def declared(request, verifier, device):
 def _judge(verifier, cases, device, drafts, request, checks):
     verdict = run_judge(verifier, cases, device=device, drafts=drafts, spec=verifier,
                         timeout=run_options(request.config).timeout)
-    failed = [c for c in verdict.checks if (checks is None or c.name in checks) and not c.passed]
-    if failed:
-        c = failed[0]
-        request.node.user_properties += [("equiv_message", f"{c.name}: {c.detail}"), ("equiv_cause", c.cause),
-                                         ("equiv_counterexample", c.recipe), ("equiv_repro", c.repro)]
-        raise AssertionError(f"{c.name} [{verifier}]: {c.detail}\n{c.repro}")
-    return verdict
+    return first_failure(verdict, verifier, request, checks)
 
 
 def test_verify_tree_drawn_recipes(verifier, device, declared, request):
-
     drafts, targets = declared
     request.node.user_properties.append(("equiv_property", "verify_tree_drawn_recipes"))
-    quick = option(request.config, "equiv_budget") == "quick"
-    count = {"examples": 0}
 
-    @settings(suite_settings(), max_examples=QUICK_EXAMPLES if quick else suite_settings().max_examples,
-              report_multiple_bugs=False)
-    @given(recipe=tree_recipes(constructions_of(drafts)))
-    def drawn(recipe):
-        count["examples"] += 1
+    def judge_one(recipe):
         if targets == "onehot":
             recipe = recipe.with_(family="onehot_target")
         _judge(verifier, [Case(recipe, 1, recipe.seed)], device, drafts, request, EXACT)
-
-    seed = request.config.getoption("hypothesis_seed", None)
-    if seed is not None:
-        drawn = with_seed(int(seed))(drawn)
-    try:
-        drawn()
-    finally:
-        request.node.user_properties.append(("equiv_examples", count["examples"]))
+    drawn_recipes(request, tree_recipes(constructions_of(drafts)), judge_one)
 
 
 def test_verify_tree_contract_plan(verifier, device, declared, request):
