@@ -43,6 +43,11 @@ Families (``FAMILIES``)
   (``equiv.ops.draft_topk.confidence``: bands, targets and where the calibration comes from);
   ``band`` picks one band, ``mixed`` (the default) covers them all from 5 rows on.
 
+*The input contract* (docs/trust.md): logits ``[B, V]`` of the recipe's dtype, every row with a
+finite maximum (no NaN, no +inf, one finite entry at least; -inf entries are masked tokens of
+probability 0). ``OUTSIDE_CONTRACT`` names the one family that breaks it on purpose, and why:
+``poison_mix``. tests/test_input_contract.py audits every recipe the gate draws.
+
 Layout (``space.layout_classes``): ``pad > 0`` makes the rows non-contiguous: the logits are
 ``buffer[:, :V]`` of a ``[B, V + pad]`` buffer whose padding holds garbage (large values that
 would win if read). ``offset > 0`` starts the logits that many elements into their storage (a
@@ -70,6 +75,12 @@ FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ti
 # Families whose rows are all healthy and finite (safe for metamorphic properties on values).
 HEALTHY_FAMILIES = ("gaussian", "zipf", "dominant", "near_uniform", "ties_max", "near_ties",
                     "huge", "subnormal", "bf16_quantized", "row_offsets", "confident")
+# Families that break the input contract (module docstring) on purpose, family -> why:
+OUTSIDE_CONTRACT = {
+    "poison_mix": "NaN, +inf and all -inf rows, min(specials or 4, B) of them: a kernel must answer them "
+                  "with NaN (the reference's poisoning rule), never a confident number, and keep the "
+                  "batch's other rows right",
+}
 
 
 @dataclass(frozen=True)

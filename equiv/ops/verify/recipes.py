@@ -32,12 +32,21 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
 - ``equal``: ``q == p`` bit for bit (everything accepted, every row draws a bonus);
 - ``disjoint``: p and q live on complementary halves of the vocabulary (nothing accepted);
 - ``tiny_q``: the draft token has ``q = 2**-32`` and ``p = 0.3 q`` (acceptance 0.3; both underflow
-  in float16), at a token where q exceeded p (so the residual keeps mass; ``p = q`` when none);
+  in float16), at a token where q exceeded p (``p = q`` when none), the other tokens of each
+  rescaled to the rest of the mass;
 - ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
 - ``ties``: the top ``ties`` tokens of p and of q are exact ties;
 - ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
   carry extra draft mass, so drafts land where the target forbids them;
-- ``bf16_rounded``: p and q rounded to bfloat16 values (kept float32): sums are off by ~1e-3.
+- ``bf16_rounded``: p and q rounded to bfloat16 values (kept float32: many exact ties, within a
+  row and between p and q), each row's top token then taking the remainder of the mass (rounding
+  alone leaves a row's sum up to ``2**-8`` off 1, outside the contract).
+
+*The input contract* (docs/trust.md), which every family keeps (``OUTSIDE_CONTRACT`` is empty;
+tests/test_input_contract.py audits every recipe the gate draws): each row of ``target_probs``
+and ``draft_probs`` is a distribution within float32 rounding -- a law normalised in float64 and
+rounded once to float32, so ``|sum - 1| <= 2**-24 + V * 2**-50`` --, finite and non-negative;
+every draft token lies in ``[0, V)`` and has positive draft probability.
 ``pad > 0`` makes every input a slice ``[..., :V]`` (the tokens ``[..., :n]``) of a wider buffer
 whose padding holds 1.0 (token 0): non-contiguous rows. ``offset > 0`` starts every input
 ``offset`` elements into a larger buffer (a base that is not 16-byte aligned for odd offsets);
@@ -55,6 +64,8 @@ from equiv.validation import check_choice, check_float, check_int
 
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
             "bf16_rounded")
+# Families that break the input contract on purpose (module docstring), family -> why: none.
+OUTSIDE_CONTRACT: dict = {}
 DRAFTS = ("probs", "onehot")
 DRAFT_MODES = ("fixed", "sampled")
 _DRAFT_SALT = 7919
@@ -186,6 +197,30 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return bits.astype(np.uint32).view(np.float32)
 
 
+def _bf16_rows(x: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` (float32 distributions) rounded to bfloat16 values (kept float32), then each
+    row's top token set to the remainder, ``1 - sum(the others)`` rounded once: a distribution
+    within float32 rounding (the input contract), every other value a bfloat16 value."""
+    b = _bf16(x)
+    top = np.argmax(b, axis=-1)[..., None]
+    rest = b.astype(np.float64).sum(-1, keepdims=True) - np.take_along_axis(b, top, -1).astype(np.float64)
+    np.put_along_axis(b, top, (1.0 - rest).astype(np.float32), -1)
+    return b
+
+
+def _with_value(row: np.ndarray, at: int, value: float) -> np.ndarray:
+    """``row`` (a float32 distribution) with ``row[at] = float32(value)`` and the other tokens
+    scaled, in float64, to the rest of the mass, then rounded once: still a distribution within
+    float32 rounding (the input contract)."""
+    out = row.astype(np.float64)
+    v = float(np.float32(value))
+    others = out.sum() - out[at]
+    if others > 0:
+        out *= (1.0 - v) / others
+    out[at] = v
+    return out.astype(np.float32)
+
+
 def _zipf_logits(rng, V):
     s = rng.uniform(1.05, 1.8)
     return -s * np.log1p(rng.permutation(V).astype(np.float64)) + 0.3 * rng.standard_normal(V)
@@ -219,16 +254,16 @@ def _one_problem(r: VerifyRecipe, i: int):
         q = p[:n].copy()
     p, q = p.astype(np.float32), q.astype(np.float32)
     if fam == "bf16_rounded":
-        p, q = _bf16(p), _bf16(q)
+        p, q = _bf16_rows(p), _bf16_rows(q)
     if fam == "tiny_q":
         d = np.empty(n, dtype=np.int64)
         for j in range(n):
-            # A token where q exceeds p by far more than rounding: making both tiny there moves
-            # q's surplus onto the other tokens, so the residual keeps a mass >= that surplus.
+            # A token where q exceeds p by far more than rounding (so p and q differ: the
+            # residual keeps mass once both are made tiny there and renormalised).
             over = np.flatnonzero(q[j].astype(np.float64) > p[j].astype(np.float64) + 1e-6)
             d[j] = over[np.argsort(p[j][over], kind="stable")[over.size // 2]] if over.size else 0
-            q[j, d[j]] = np.float32(TINY_Q)
-            p[j, d[j]] = np.float32(TINY_RATIO * TINY_Q if over.size else TINY_Q)
+            q[j] = _with_value(q[j], d[j], TINY_Q)
+            p[j] = _with_value(p[j], d[j], TINY_RATIO * TINY_Q if over.size else TINY_Q)
     elif r.draft == "onehot":
         d = np.argmax(q, axis=1).astype(np.int64)
     else:

@@ -19,7 +19,8 @@ Families (``FAMILIES``), each bank law from Zipf-like logits ``-s log(rank + 1)`
 permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` to the logits:
 - ``realistic``: target = softmax of the logits;
 - ``truncated``: the target keeps only its top ``m`` tokens (``m`` from 1 to 10: top-k / top-p sampling on a confident step),
-  the draft does not: children land on tokens of target probability 0;
+  renormalised as engines do after the cut, the draft does not: children land on tokens of
+  target probability 0;
 - ``onehot_target``: the target is one-hot at its argmax (temperature 0);
 - ``flat``: Dirichlet(1) targets and drafts half the target, half another Dirichlet (small V);
 - ``flat_far``: Dirichlet(1) targets and independent Dirichlet(0.5) drafts: many rejections, so a
@@ -27,7 +28,8 @@ permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` 
 - ``peaked``: a confident step: the target's top token has probability in [0.9, 1) (the rest
   Dirichlet(1)). On even bank laws the draft is more confident still (``q(top) > p(top) >= 0.9``:
   a "threshold_single" shortcut accepts it outright); on odd ones the draft's top token is one of
-  target probability in [0.02, 0.05) (its ``topk`` children's mass lies in (0, 0.05): the residual
+  target probability in [0.02, 0.05), at most half of what the top token leaves, the rest of the
+  tokens sharing the other half (its ``topk`` children's mass lies in (0, 0.05): the residual
   is nearly the whole target, where a "skip the small residual" shortcut lives).
 
 *Trees.* Row ``b`` has a random shape of at most ``nodes`` nodes (exactly ``nodes`` unless
@@ -39,6 +41,15 @@ the lowest index); ``iid`` drawn from ``q`` with replacement (SpecInfer); ``wor`
 replacement (recursive rejection sampling). ``probs=0`` passes ``draft_probs = None`` (a
 deterministic drafter's call). ``problems=P`` (0: every row its own) makes row ``b`` a copy of row
 ``b % P`` (tree, tokens and targets): rows of identical inputs, for the independence check.
+
+*The input contract* (docs/trust.md), which every family keeps (``OUTSIDE_CONTRACT`` is empty;
+tests/test_input_contract.py audits every recipe the gate draws): each row of ``target_probs``
+and ``draft_probs`` is a distribution within float32 rounding -- every bank law is normalised in
+float64 (``truncated`` after its cut) and rounded once to float32, so ``|sum - 1| <= 2**-24 +
+V * 2**-50`` --, finite and non-negative; node 0 is the root, every present node's parent is an
+earlier present node, absent nodes are -2; tokens lie in ``[0, V)``, and every drafted child has
+positive draft probability under its parent's law. The judge's exact laws (``TreeModel.target``,
+``.draft``) are those float32 rows normalised in float64: the laws of what the verifier is given.
 """
 from __future__ import annotations
 
@@ -53,6 +64,8 @@ from equiv.validation import check_choice, check_int
 
 FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far", "peaked")
 CONSTRUCTIONS = ("topk", "iid", "wor")
+# Families that break the input contract on purpose (module docstring), family -> why: none.
+OUTSIDE_CONTRACT: dict = {}
 BANK = 16
 _P = 2 ** 31 - 1
 _M = 1000003
@@ -189,7 +202,7 @@ def _peaked(rng, K, V):
         top, low, others = perm[0], perm[1], perm[2:]
         t = rng.uniform(0.9, 0.995)
         c = rng.uniform(0.02, 0.05) if V > 2 else 1.0 - t
-        c = min(c, 1.0 - t)
+        c = min(c, 0.5 * (1.0 - t))            # the others keep mass: a wor tree of 3+ siblings exists
         target[k, top], target[k, low] = t, c
         if others.size:
             target[k, others] = (1.0 - t - c) * rng.dirichlet(np.ones(others.size))
@@ -224,6 +237,7 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
             order = np.argsort(-target, axis=1, kind="stable")
             for k in range(K):
                 target[k, order[k, int(rng.integers(1, min(V, 10) + 1)):]] = 0.0
+            target /= target.sum(1, keepdims=True)        # renormalised, as engines do after top-k / top-p
         elif family == "onehot_target":
             hot = np.zeros((K, V))
             hot[np.arange(K), target.argmax(1)] = 1.0
