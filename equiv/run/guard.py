@@ -114,17 +114,20 @@ def _bits(t):
 class Guarded:
     """One input tensor inside its canary buffer, with a snapshot of the whole buffer."""
 
-    def __init__(self, t, name: str = "input", offset: int | None = None):
+    def __init__(self, t, name: str = "input", offset: int | None = None, stride: int | None = None):
         """``offset``: elements between the aligned start and the first row (default: the input's
-        own ``storage_offset()``, modulo the alignment), for a caller that draws the offset."""
+        own ``storage_offset()``, modulo the alignment), for a caller that draws the offset;
+        ``stride``: elements between rows, at least the last dimension (default: as built)."""
         import torch
 
         self.name = name
         shape = tuple(t.shape)
         last = shape[-1] if shape else 1
-        stride = last
+        asked, stride = stride, last
         if t.dim() >= 2 and t.stride(-1) == 1 and t.stride(-2) > last:
             stride = int(t.stride(-2))           # keep the rows as strided as they were built
+        if asked is not None and t.dim() >= 2:
+            stride = max(int(asked), last)       # a caller's padded rows (equiv.run.calling)
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         self.rows, self.last, self.stride = rows, last, stride
         guard = max(GUARD_MIN, stride)

@@ -9,7 +9,8 @@ candidate runs, and hands back raw outputs for the verdict process to judge.
 Plan
 ----
 - ``plan_for(budget, seed, ...)``: a ``HistoryPlan``: ``rewrites`` calls on ONE input storage
-  rewritten in place between calls (``x.copy_(next values)``), then ``run_calls`` calls with
+  rewritten in place between calls (``equiv.run.calling.rewrite``: ``x.copy_(next values)``, and
+  every other time through ``x.data``, which leaves ``x._version`` as it was), then ``run_calls`` calls with
   fresh inputs at the same shape (``SHAPE``, [8, 4097]: cheap); the outputs of the last
   ``keep`` calls are kept alive, so each output is re-read after each of up to ``KEEP - 1`` = 16
   later calls and once more at the end (a ring of N output buffers overwrites an output N calls
@@ -41,11 +42,12 @@ from equiv.ops.draft_topk.compare import answer_stage
 from equiv.ops.draft_topk.recipes import Recipe
 from equiv.ops.draft_topk.space import context_draws
 from equiv.run import Array
+from equiv.run.calling import rewrite
 from equiv.run.context import call_in
 from equiv.run.guard import Guarded
 from equiv.run.outcome import to_host
 
-KINDS = ("in-place rewrite of one storage", "kept outputs re-read after every call",
+KINDS = ("in-place rewrite of one storage (with and without a version bump)", "kept outputs re-read after every call",
          "long run of fresh inputs at one shape")
 RUN_CALLS = {"quick": 200, "full": 512}          # N: calls at one shape in one run
 REWRITES = {"quick": 6, "full": 32}
@@ -111,8 +113,8 @@ def probe(fn, device, payload: dict) -> dict:
             if storage is None:
                 storage = Guarded(x, "logits", offset=offset)
             else:
-                storage.tensor.copy_(x)          # the same storage, new values
-                storage.snapshot = storage.buffer.clone()
+                # the same storage, new values; every other rewrite leaves the version counter
+                rewrite(storage, x, bump=i % 2 == 1)  # as it was (equiv.run.calling.rewrite)
             guard = storage
         else:
             guard = Guarded(x, "logits", offset=offset)

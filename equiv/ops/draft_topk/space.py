@@ -35,6 +35,7 @@ import math
 import zlib
 
 from equiv.ops.draft_topk.confidence import row_bands
+from equiv.run.calling import dealt
 from equiv.run.context import available
 
 # vocab_size of each model's published config.json (Hugging Face model cards)
@@ -157,9 +158,7 @@ def batch_draws(rng) -> dict:
 def context_draws(rng, device, n: int) -> list:
     """The calling contexts of ``n`` calls (module docstring): each context ``device`` offers in
     a seeded order, then again, so that every one occurs once ``n`` reaches their number."""
-    offered = list(available(device))
-    order = [offered[int(i)] for i in rng.permutation(len(offered))]
-    return [order[i % len(order)] for i in range(n)]
+    return dealt(rng, list(available(device)), n)
 
 
 def call_context(x, asked: str, device) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.memory import row_windows, rows_per_call
+from equiv.run.calling import Relabel, deal, key_of
 from equiv.run.seeded import seeded_calls
 
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
@@ -36,6 +37,17 @@ from equiv.run import CandidateSpec, Seeded, runner_for
 from equiv.run.load import Candidate
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
+SEED_UNIT = 1000                 # plans.py: case i's generator seeds from 1000 * (s + i) on
+
+
+def calling_of(seeds, device="cpu"):
+    """The calling classes of the case whose calls use ``seeds`` (``equiv.run.calling.deal``):
+    deterministic from the case, so its REPRO line replays them."""
+    return deal(key_of(seeds[0], SEED_UNIT), len(seeds), len(INPUT_NAMES), device)
+
+
+# a rewritten history's first call: the same geometry, other contents (the law under other token names)
+OTHER_CONTENTS = Relabel(tokens=(0,), tables=(1, 2))
 # The generator seeds of a call's windows of rows (run_draws): s, s + 2**20, s + 2 * 2**20, ... A
 # plan's seeds span less than 2**20 (1000 per case), and the stride stays within 32 bits: torch's
 # CPU generator keeps only a seed's low 32 bits, so a stride of 2**40 gave every window the same
@@ -91,7 +103,8 @@ def draw(fn, device, payload) -> dict:
     want = (recipe.batch if rows is None else rows[1] - rows[0], recipe.n + 1)
     outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, window_seeds(payload),
                                         lambda out: _shape_problem(out, want, dev),
-                                        guarded=payload.get("guarded", True))
+                                        guarded=payload.get("guarded", True),
+                                        calling=calling_of(payload["seeds"], dev), relabel=OTHER_CONTENTS)
     outs = [o.cpu().numpy() for o in outs]
     stacked = np.stack(outs) if outs else np.zeros((0, *want), dtype=np.int64)
     return {"outputs": stacked, "problem": problem, "cause": cause}

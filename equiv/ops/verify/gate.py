@@ -17,7 +17,9 @@ Plan
    line shows the notes (a lossless verifier that breaks the token law).
 The gate's ``coverage`` (JSON and console) is ``space.reach`` of the cases its stages ran: per
 dimension of the verifier's input space (n, vocab, batch, layout, draft, family, purpose), the
-values drawn, the deepest position that the statistical cases' rows reach, the largest input.
+values drawn, the deepest position that the statistical cases' rows reach, the largest input;
+and ``calling``: the calling classes (``equiv.run.calling``) the cases were dealt, reached by the
+statistical cases, by exact checks only, or not at all.
 The law reaches the property suite's subprocess as ``RunOptions.law`` (``--equiv-law``), so that
 its exact checks judge the same law.
 The result is ``equiv.gate.GateResult`` (``op="verify"``), so the summary, ``--json`` and
@@ -38,6 +40,8 @@ from equiv.ops.verify.laws import PIT_BINS
 from equiv.ops.verify.plans import BUDGETS, plan
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.ops.verify.space import reach, table_lines
+from equiv.ops.verify.calls import calling_of
+from equiv.run.calling import reach as calling_reach
 from equiv.run import CandidateSpec, load_check, runner_for
 from equiv.run.suite import verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
@@ -85,7 +89,12 @@ def _coverage(budget, seed, law, device, stages) -> dict:
     """``space.reach`` of the cases that ``stages`` run (the contract plan for the properties)."""
     covered = plan(budget, seed, parts=tuple(p for p, st in (("contract", "properties"), ("statistics", "statistics"))
                                              if st in stages), law=law, device=device)
-    return reach(covered) if covered else {}
+    if not covered:
+        return {}
+    # the calling classes (equiv.run.calling) each case was dealt; the independence case is judged
+    # by a statistical test (its calls in pairs that share a generator)
+    return {**reach(covered), "calling": calling_reach(
+        [(calling_of(c.seeds, device), c.statistical or c.purpose == "independence") for c in covered], device)}
 
 
 def _load(spec, device: str, timeout: float):

@@ -20,9 +20,21 @@ from equiv.errors import CandidateLoadError, EquivError
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, runner_for
 from equiv.run.load import Candidate
+from equiv.run.calling import Relabel, deal, key_of
 from equiv.run.seeded import seeded_calls
 
 INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
+SEED_UNIT = 100                  # plans.py: slot i's generator seeds from 1000 s + 100 i on
+
+
+def calling_of(seeds, device="cpu"):
+    """The calling classes of the case whose calls use ``seeds`` (``equiv.run.calling.deal``):
+    deterministic from the case, so its REPRO line replays them."""
+    return deal(key_of(seeds[0], SEED_UNIT), len(seeds), len(INPUT_NAMES), device)
+
+
+# a rewritten history's first call: the same geometry, other contents (the law under other token names)
+OTHER_CONTENTS = Relabel(tokens=(1,), tables=(2, 3))
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,8 @@ def draw(fn, device, payload) -> dict:
     want = (recipe.batch, recipe.trees().max_depth + 1)
     outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, payload["seeds"],
                                         lambda out: _pair_problem(out, want, dev),
-                                        guarded=payload.get("guarded", True))
+                                        guarded=payload.get("guarded", True),
+                                        calling=calling_of(payload["seeds"], dev), relabel=OTHER_CONTENTS)
     paths = [o[0].cpu().numpy() for o in outs]
     outs = [o[1].cpu().numpy() for o in outs]
     empty = np.zeros((0, *want), dtype=np.int64)

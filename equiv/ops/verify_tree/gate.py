@@ -15,7 +15,9 @@ Plan
    judge (judge.py), in this process; one gate check per judge check. The stage's ``ran`` holds the
    declaration, the efficiency rows (accept length against the tree optimum) and the notes.
 The result is ``equiv.gate.GateResult`` (``op="verify_tree"``), so the summary, ``--json`` and
-``--junit`` are every op's; ``diagnosis`` holds the defects by cause (defects.py).
+``--junit`` are every op's; ``diagnosis`` holds the defects by cause (defects.py); ``coverage``
+has ``calling``: the calling classes (``equiv.run.calling``) the cases were dealt, reached by the
+statistical cases, by exact checks only, or not at all.
 """
 from __future__ import annotations
 
@@ -25,14 +27,16 @@ from dataclasses import replace
 from equiv.checks import stage_of, with_call_defects
 from equiv.devices import resolve_device
 from equiv.memory import ask_worker, measured
-from equiv.ops.verify_tree.calls import declaration
+from equiv.ops.verify.space import table_lines
+from equiv.ops.verify_tree.calls import calling_of, declaration
 from equiv.ops.verify_tree.defects import diagnose
 from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.judge import Case, run_judge
 from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
-from equiv.ops.verify_tree.plans import BUDGETS, statistical_cases
+from equiv.ops.verify_tree.plans import BUDGETS, contract_cases, statistical_cases
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.run.calling import reach as calling_reach
 from equiv.run.suite import verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
 from equiv.stats import PIT_BINS
@@ -120,9 +124,23 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
+    coverage = _coverage(budget, seed, drafts, targets, device,
+                         {st.name for st in done if st.status in ("pass", "FAIL")})
     return GateResult(candidate=text, passed=passed, checks=tuple(checks), k=(), device=device,
                       dtypes=("float32",), budget=budget, seed=seed, duration_s=time.perf_counter() - t0,
-                      stages=done, calls=calls, op="verify_tree", diagnosis=with_call_defects(diagnosis, checks, text))
+                      stages=done, calls=calls, op="verify_tree", diagnosis=with_call_defects(diagnosis, checks, text),
+                      coverage=coverage, coverage_lines=tuple(table_lines(coverage)))
+
+
+def _coverage(budget, seed, drafts, targets, device, ran) -> dict:
+    """The gate's coverage: ``calling``, the calling classes (``equiv.run.calling``) that the cases
+    of the stages that ran were dealt: the contract plan's (properties: exact checks only), the
+    statistical and independence cases' (statistics)."""
+    dealt = [(calling_of(c.seeds, device), False) for c in contract_cases(drafts, 0)] if "properties" in ran else []
+    if "statistics" in ran:
+        cases = statistical_cases(budget, drafts, seed, targets)
+        dealt += [(calling_of(c.seeds, device), True) for c in cases + independence_cases(drafts, seed, targets)]
+    return {"calling": calling_reach(dealt, device)} if dealt else {}
 
 
 def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",

@@ -53,7 +53,8 @@ def contract_cases(drafts: str = "topk", seed: int = 0) -> list:
             r = TreeRecipe.parse(text).with_(seed=seed, drafts=c)
             if c == "wor" and r.fanout > r.vocab:
                 continue
-            out.append(Case(r, 1, seed))
+            # a generator seed each, so each case gets its own calling classes (calls.calling_of)
+            out.append(Case(r, 1, seed + len(out)))
     return out
 
 
