@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
+from tqdm import tqdm
+
 from equiv.sanitize import clean_text
 
 
@@ -87,8 +89,6 @@ class Progress:
         if not self.live:
             return
         if self.bar is None:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr,
                             leave=False, dynamic_ncols=True)
         if total is not None and self.bar.total != total:

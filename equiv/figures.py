@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import struct
+
 from equiv.errors import MissingDependency
 
 PAGE_WIDTH_PX = 1400
@@ -18,6 +19,7 @@ DPI = 110
 def pyplot():
     """matplotlib.pyplot on the Agg backend, or a one-line error saying what to install."""
     try:
+        # matplotlib.pyplot: 1.2 s to import (-X importtime, busy 2-core CPU; ~0.5 s idle)
         import matplotlib
 
         matplotlib.use("Agg")

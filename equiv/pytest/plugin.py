@@ -122,6 +122,7 @@ def is_equiv_run(config) -> bool:
 
 def _needed() -> dict:
     """The Hypothesis settings equiv's properties need whatever profile is loaded."""
+    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
     from hypothesis import HealthCheck, Phase
 
     # No deadline: one example builds and judges rows of V = 129280 (seconds on a CPU).
@@ -138,6 +139,7 @@ def suite_settings():
     randomness and database but equiv's deadline, health checks, phases and ``equiv-dev``'s
     example count, so that a host's 200 ms deadline or 500 examples never reach equiv's suite.
     Nothing is loaded or registered: the host's own tests keep their profile."""
+    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
     from hypothesis import settings
 
     register_profiles()
@@ -148,6 +150,7 @@ def suite_settings():
 
 
 def register_profiles() -> None:
+    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
     from hypothesis import settings
 
     common = _needed()
@@ -159,6 +162,7 @@ def register_profiles() -> None:
 
 def _load_profile(config) -> None:
     """Load the profile ``HYPOTHESIS_PROFILE`` names (default equiv-dev), unless one is loaded."""
+    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
     from hypothesis import settings
 
     register_profiles()
@@ -267,6 +271,7 @@ def pytest_collection_modifyitems(config, items):
     if not is_equiv_run(config):
         return
     try:
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         has_gpu = torch.cuda.is_available()
@@ -334,6 +339,7 @@ class JsonReport:
             rec["outcome"], rec["not_judged"] = "not judged", lines
 
     def pytest_sessionfinish(self, session, exitstatus):
+        # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
         from hypothesis import settings
 
 

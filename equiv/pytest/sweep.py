@@ -28,8 +28,10 @@ import re
 import time
 
 import pytest
+
+from equiv.atomic import check_outputs, write_json
+from equiv.errors import UsageError
 from equiv.pytest.plugin import is_equiv_run
-from equiv.atomic import write_json
 
 _GPU_ENV = "EQUIV_SWEEP_GPUS"
 _STATS_KEY = "_hypothesis_stats"
@@ -48,6 +50,7 @@ def pytest_addoption(parser):
 
 def _gpu_count() -> int:
     try:
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -74,9 +77,6 @@ def pytest_configure(config):
             os.environ[_GPU_ENV] = str(_gpu_count())   # inherited by the workers xdist starts
         path = config.getoption("equiv_sweep_json", None)
         if path:
-            from equiv.atomic import check_outputs
-            from equiv.errors import UsageError
-
             try:
                 check_outputs({"--equiv-sweep-json": path})
             except UsageError as exc:

@@ -34,6 +34,7 @@ import torch
 from equiv.atomic import atomic_write, write_json as _write
 from equiv.candidate import load_candidate
 from equiv.errors import NoDeviceError
+from equiv.figures import pyplot
 from equiv.ops.draft_topk.paths import get_path, path_names
 from equiv.ops.draft_topk.recipes import _torch_dtype
 from equiv.options import DEFAULT_VOCAB
@@ -255,15 +256,7 @@ def write_json(result: BenchResult, path: str) -> None:
 
 def write_plot(result: BenchResult, path: str) -> None:
     """Time against B per path, log-log, one panel per (dtype, k)."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        from equiv.errors import MissingDependency
-
-        raise MissingDependency("--plot needs matplotlib: pip install matplotlib") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = sorted({(r.dtype, r.k) for r in result.rows})
     names = list(dict.fromkeys(r.path for r in result.rows))
     colour = {n: f"C{i % 10}" for i, n in enumerate(names)}   # one colour per path in every panel

@@ -69,6 +69,7 @@ class Compiled:
 
 
 def _cuobjdump() -> str:
+    # triton: 0.19 s to import (-X importtime) where installed; a CPU host has none
     import triton
 
     path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -96,6 +97,7 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
                    index: int = 1, prefetch: bool = True, one_chunk: bool = True,
                    cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None,
                    stages: int = 0, cache: str = "", evict: str = "") -> Compiled:
+    # triton: 0.19 s to import (-X importtime) where installed; a CPU host has none
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource

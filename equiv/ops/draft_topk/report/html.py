@@ -21,6 +21,7 @@ one; the legend counts both. A row right of the line may still pass: lower ranks
 from __future__ import annotations
 
 import numpy as np
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from equiv.figures import b64, figure_png, pyplot, short_label
 from equiv.ops.draft_topk.report.rows import (DETAIL_HEAD, SUMMARY_HEAD, detail_cells, required, summary_cells,
@@ -76,8 +77,6 @@ def cut(items, limit: int = LIST_LIMIT) -> tuple[list, int]:
 
 
 def _environment():
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
     return Environment(loader=PackageLoader(__name__.rpartition(".")[0], "templates"), autoescape=True,
                        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
