@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats.values import finite_1d, scipy_stats
+from equiv.stats.values import finite_1d, rounded, scipy_stats
 
 ACCEPT_LENGTH_MARGIN = 0.05
 EQUIVALENCE_ALPHA = 0.05
@@ -43,7 +43,7 @@ class EquivalenceResult:
     equivalent: bool
 
     def to_json(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return rounded(self)
 
 
 def equivalence_test(values, reference, margin: float = ACCEPT_LENGTH_MARGIN,

@@ -18,12 +18,12 @@ skew (the verifier's score tests, calibrated in docs/verify.md).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats.values import finite_1d, scipy_stats
+from equiv.stats.values import finite_1d, rounded, scipy_stats
 
 SAMPLING_ALPHA = 0.001
 TVD_FLOOR = 0.01
@@ -45,7 +45,7 @@ class PitTest:
     failed: bool
 
     def to_json(self) -> dict:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return rounded(self)
 
 
 @dataclass(frozen=True)

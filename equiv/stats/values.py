@@ -2,6 +2,8 @@
 and ``scipy_stats()``: the one place that imports ``scipy.stats``, on a test's first use."""
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 
 from equiv.errors import InvalidArgument
@@ -15,6 +17,11 @@ def finite_1d(name, values):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InvalidArgument(f"{name}[{bad}]={arr[bad]} is not finite: statistics need finite values")
     return arr
+
+
+def rounded(result) -> dict:
+    """A result dataclass as JSON, its floats rounded to 6 digits."""
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(result).items()}
 
 
 def scipy_stats():
