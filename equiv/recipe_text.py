@@ -89,7 +89,7 @@ def recipe_parse(cls, text: str, *, what: str = "recipe"):
     field's type; a malformed item is one line naming it and what to write."""
     text = str(text).strip()
     family, _, rest = text.partition(":")
-    keys = {f.name: str(f.type) for f in fields(cls) if f.name != "family"}
+    keys = {f.name: getattr(f.type, "__name__", str(f.type)) for f in fields(cls) if f.name != "family"}
     kwargs: dict = {"family": family.strip() or cls().family}
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, value = (s.strip() for s in item.partition("="))

@@ -121,17 +121,20 @@ def test_imports_point_down():
     assert run_imports_an_op(graph) == []
 
 
-def test_one_place_decides_what_a_spec_is():
-    # telling "file or module" and "built-in or not" by the text is spec.py's alone
-    pattern = re.compile(r"""(['"]):\1 (not )?in |rpartition\(['"]:['"]\)|endswith\(['"]\.py['"]\)""")
-    found = []
+def source_lines():
+    """``(path from the root, line number, line)`` of every line of ``equiv/``'s modules."""
     for dirpath, _, files in os.walk(os.path.join(ROOT, "equiv")):
-        for f in files:
+        for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(dirpath, f)
                 for n, line in enumerate(open(path, encoding="utf-8"), 1):
-                    if pattern.search(line):
-                        found.append(f"{os.path.relpath(path, ROOT)}:{n}")
+                    yield os.path.relpath(path, ROOT), n, line
+
+
+def test_one_place_decides_what_a_spec_is():
+    # telling "file or module" and "built-in or not" by the text is spec.py's alone
+    pattern = re.compile(r"""(['"]):\1 (not )?in |rpartition\(['"]:['"]\)|endswith\(['"]\.py['"]\)""")
+    found = [f"{path}:{n}" for path, n, line in source_lines() if pattern.search(line)]
     assert found and all(p.startswith(os.path.join("equiv", "run", "spec.py")) for p in found), found
 
 
@@ -191,17 +194,8 @@ def op_names_outside_ops(names) -> list:
     words = "|".join(map(re.escape, names))
     pattern = re.compile(rf"(['\"])({words})\1|ops[./]({words})\b|--op[ =]({words})\b|\bop=({words})\b|"
                          + "|".join(rf"\b{re.escape(n)}\b" for n in names if "_" in n or n == "equiv"))
-    found = []
-    for dirpath, _, files in os.walk(os.path.join(ROOT, "equiv")):
-        if os.path.relpath(dirpath, ROOT).split(os.sep)[:2] == ["equiv", "ops"]:
-            continue
-        for f in files:
-            if f.endswith(".py"):
-                path = os.path.join(dirpath, f)
-                for n, line in enumerate(open(path, encoding="utf-8"), 1):
-                    if pattern.search(line):
-                        found.append(f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()}")
-    return found
+    return [f"{path}:{n}: {line.strip()}" for path, n, line in source_lines()
+            if path.split(os.sep)[:2] != ["equiv", "ops"] and pattern.search(line)]
 
 
 def test_only_the_registry_names_an_op():
