@@ -53,17 +53,10 @@ reused_last_coin.drafts = "topk"
 
 def zero_coin_accepts_p0(parents, draft_token_ids, draft_probs, target_probs, generator):
     def rule(s, kid_tok, valid):
-        p = s["p"].clone()
-        B, F = kid_tok.shape
-        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
-        for k in range(F):
-            u = torch.randint(0, 256, (B,), generator=generator, device=p.device).double() / 256
-            tok = kid_tok[:, k:k + 1]
-            try_ = valid[:, k] & (chosen < 0)
-            take = try_ & (u * p.sum(1) <= p.gather(1, tok).squeeze(1))
-            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
-            p = P._zero(p, tok, (try_ & ~take)[:, None])
-        s["residual"] = p
+        chosen, s["residual"] = P._children_in_turn(
+            kid_tok, valid, s["p"].clone(),
+            lambda B: torch.randint(0, 256, (B,), generator=generator, device=kid_tok.device).double() / 256,
+            accept=lambda u, p, tok: u * p.sum(1) <= p.gather(1, tok).squeeze(1), rejected=P._zero)
         return chosen
 
     def draw(s, kid_tok, valid, stop):
@@ -100,20 +93,17 @@ greedy_at_temperature.drafts = "topk"            # no ``targets = "onehot"``: us
 
 
 def residual_zeroing(parents, draft_token_ids, draft_probs, target_probs, generator):
+    def rejected(state, tok, rows):
+        p, q = state
+        z = P._zero(p, tok, rows)
+        return torch.where((z.sum(1, keepdim=True) > 0), z / z.sum(1, keepdim=True).clamp(min=1e-300), p), q
+
     def rule(s, kid_tok, valid):
-        p = s["p"] / s["p"].sum(1, keepdim=True)
-        q = s["q"] / s["q"].sum(1, keepdim=True)
-        B, F = kid_tok.shape
-        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
-        for k in range(F):
-            u = _coin(generator, B, p.device)
-            tok = kid_tok[:, k:k + 1]
-            try_ = valid[:, k] & (chosen < 0)
-            take = try_ & (u * q.gather(1, tok).squeeze(1) < p.gather(1, tok).squeeze(1))
-            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
-            z = P._zero(p, tok, (try_ & ~take)[:, None])
-            p = torch.where((z.sum(1, keepdim=True) > 0), z / z.sum(1, keepdim=True).clamp(min=1e-300), p)
-        s["residual"] = p
+        start = (s["p"] / s["p"].sum(1, keepdim=True), s["q"] / s["q"].sum(1, keepdim=True))
+        chosen, (s["residual"], _) = P._children_in_turn(
+            kid_tok, valid, start, lambda B: _coin(generator, B, kid_tok.device),
+            accept=lambda u, st, tok: u * st[1].gather(1, tok).squeeze(1) < st[0].gather(1, tok).squeeze(1),
+            rejected=rejected)
         return chosen
 
     def draw(s, kid_tok, valid, stop):

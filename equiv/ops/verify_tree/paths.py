@@ -122,6 +122,26 @@ def _first(hit):
     return torch.where(first < F, first, torch.full_like(first, -1))
 
 
+def _uniform(generator, B: int, device):
+    return torch.rand(B, generator=generator, device=device, dtype=torch.float64)
+
+
+def _children_in_turn(kid_tok, valid, state, coin, *, accept, rejected):
+    """Try a node's children in order, one ``coin(B)`` each: the rows that have chosen none yet
+    take child ``k`` where ``accept(u, state, token)``; the rows that tried and did not take it go
+    on with ``rejected(state, token, rows)``. Returns ``(child per row, -1 for none; the state)``."""
+    B, F = kid_tok.shape
+    chosen = torch.full((B,), -1, dtype=torch.int64, device=kid_tok.device)
+    for k in range(F):
+        u = coin(B)
+        tok = kid_tok[:, k:k + 1]
+        try_ = valid[:, k] & (chosen < 0)
+        take = try_ & accept(u, state, tok)
+        chosen = torch.where(take, torch.full_like(chosen, k), chosen)
+        state = rejected(state, tok, (try_ & ~take)[:, None])
+    return chosen, state
+
+
 def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
@@ -139,17 +159,9 @@ target_only.drafts = "topk"
 
 def eagle_onehot(parents, draft_token_ids, draft_probs, target_probs, generator):
     def rule(s, kid_tok, valid):
-        p = s["p"].clone()
-        B, F = kid_tok.shape
-        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
-        for k in range(F):
-            u = torch.rand(B, generator=generator, device=p.device, dtype=torch.float64)
-            tok = kid_tok[:, k:k + 1]
-            try_ = valid[:, k] & (chosen < 0)
-            take = try_ & (u * p.sum(1) < p.gather(1, tok).squeeze(1))
-            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
-            p = _zero(p, tok, (try_ & ~take)[:, None])
-        s["residual"] = p
+        chosen, s["residual"] = _children_in_turn(
+            kid_tok, valid, s["p"].clone(), lambda B: _uniform(generator, B, kid_tok.device),
+            accept=lambda u, p, tok: u * p.sum(1) < p.gather(1, tok).squeeze(1), rejected=_zero)
         return chosen
 
     def draw(s, kid_tok, valid, stop):
@@ -164,27 +176,23 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
     if q is None:
         raise ValueError("this verifier needs draft_probs (the law the children were drawn from)")
 
+    def rejected(state, tok, rows):
+        p, qq = state
+        res = (p - qq).clamp(min=0)
+        mass = res.sum(1, keepdim=True)
+        p = torch.where(rows & (mass > 0), res / mass.clamp(min=1e-300), p)
+        if without_replacement:
+            q2 = _zero(qq, tok, rows)
+            m2 = q2.sum(1, keepdim=True)
+            qq = torch.where(m2 > 0, q2 / m2.clamp(min=1e-300), qq)
+        return p, qq
+
     def rule(s, kid_tok, valid):
-        p = s["p"] / s["p"].sum(1, keepdim=True)
-        qq = s["q"] / s["q"].sum(1, keepdim=True)
-        B, F = kid_tok.shape
-        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
-        for k in range(F):
-            u = torch.rand(B, generator=generator, device=p.device, dtype=torch.float64)
-            tok = kid_tok[:, k:k + 1]
-            try_ = valid[:, k] & (chosen < 0)
-            px, qx = p.gather(1, tok).squeeze(1), qq.gather(1, tok).squeeze(1)
-            take = try_ & (u * qx < px)
-            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
-            rejected = (try_ & ~take)[:, None]
-            res = (p - qq).clamp(min=0)
-            mass = res.sum(1, keepdim=True)
-            p = torch.where(rejected & (mass > 0), res / mass.clamp(min=1e-300), p)
-            if without_replacement:
-                q2 = _zero(qq, tok, rejected)
-                m2 = q2.sum(1, keepdim=True)
-                qq = torch.where(m2 > 0, q2 / m2.clamp(min=1e-300), qq)
-        s["residual"] = p
+        start = (s["p"] / s["p"].sum(1, keepdim=True), s["q"] / s["q"].sum(1, keepdim=True))
+        chosen, (s["residual"], _) = _children_in_turn(
+            kid_tok, valid, start, lambda B: _uniform(generator, B, kid_tok.device),
+            accept=lambda u, st, tok: u * st[1].gather(1, tok).squeeze(1) < st[0].gather(1, tok).squeeze(1),
+            rejected=rejected)
         return chosen
 
     def draw(s, kid_tok, valid, stop):
