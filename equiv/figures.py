@@ -23,7 +23,7 @@ def pyplot():
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt   # (the 1.2 s above, with matplotlib)
     except ImportError as exc:
         raise MissingDependency("plots need matplotlib: pip install matplotlib") from exc
     return plt
