@@ -121,6 +121,7 @@ def probe(fn, device, payload: dict) -> dict:
         context = contexts[i] if i < len(contexts) else None
         out = call_in(context, fn, (guard.tensor, k), device)
         if str(device).startswith("cuda"):
+            # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
             import torch                         # lazy: as every probe here
 
             torch.cuda.synchronize()

@@ -109,6 +109,7 @@ class Recipe(RecipeText):
 
 
 def _torch_dtype(name: str):
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
@@ -194,6 +195,7 @@ def build(r: Recipe, device="cpu"):
     """The recipe's logits on ``device``. The host values of the last recipe built are kept (up
     to ``CACHED_ELEMENTS``), so that an in-process judge that builds its copy and then calls
     the path on the same recipe draws the random values once; each call gets its own tensor."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     x = host(r)
@@ -228,6 +230,7 @@ def keep(r: Recipe, values) -> None:
 
 def _host_values(r: Recipe):
     """The recipe's ``[batch, vocab]`` values on the host, contiguous (``build`` pads them)."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     rng = np.random.default_rng(r.seed)
@@ -277,6 +280,7 @@ def _host_values(r: Recipe):
 def _near_tie_values(r: Recipe, row_max, dtype):
     """``[batch, n]``: each row's max + 1, then each value one ULP below the previous (all rows
     at once: a loop over the n positions, not over B x n elements)."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     n = min(max(r.ties, 2), r.vocab)
@@ -312,6 +316,7 @@ def _mask(rng, r: Recipe, x) -> None:
             start = 1 + int(rng.integers(max(vocab - n - 1, 1)))
             x[b, start: min(start + n, vocab - 1)] = -float("inf")
         else:                                   # interleaved: every step-th entry is kept
+            # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
             import torch
 
             step = int(rng.integers(2, 5))

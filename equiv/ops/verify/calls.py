@@ -72,6 +72,7 @@ class Draws:
 
 
 def _shape_problem(out, want, device) -> str | None:
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     if not isinstance(out, torch.Tensor):
@@ -168,6 +169,7 @@ class HostTriple:
     target_probs: np.ndarray
 
     def build(self, device="cpu"):
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         def put(a):
@@ -179,6 +181,7 @@ def verifier_function(candidate, device: str, timeout: float | None = DEFAULT_TI
     """``call(d, q, p, seed) -> output tensor on p's device`` for ``candidate``: ours and a
     callable run in this process on the live tensors; a user's spec runs in its supervised worker
     on a copy. A call that goes wrong raises ``EquivError`` with the runner's one-line problem."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     runner = runner_for(runner_target(candidate), device=device, timeout=timeout, op="verify")

@@ -52,6 +52,7 @@ class TreeDraws:
 
 
 def _pair_problem(out, want, device) -> str | None:
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -126,6 +127,7 @@ def declaration(candidate, *, device: str, timeout: float | None) -> dict:
 def call_once(fn, device, payload) -> dict:
     """The probe behind ``tree_verifier_function`` for a verifier in its worker: one call on host
     arrays built on ``device``."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     args = [None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in payload["inputs"]]
@@ -139,6 +141,7 @@ def tree_verifier_function(candidate, device: str, timeout: float | None = None)
     asks this op for, ``Op.features("caller")``): ours and a callable run in this process on the
     live tensors; a user's spec runs in its supervised worker on host copies. A call that goes
     wrong raises ``EquivError`` with the runner's one-line problem."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     target = candidate if callable(candidate) and not isinstance(candidate, CandidateSpec) else \
