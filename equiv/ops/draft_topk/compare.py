@@ -38,7 +38,7 @@ from equiv import reference
 from equiv.checks import NamedChecks
 from equiv.ops.draft_topk.coverage import judged_rows
 from equiv.ops.draft_topk.paths import get_path
-from equiv.ops.draft_topk.recipes import Recipe, keep
+from equiv.ops.draft_topk.recipes import Recipe, host, keep
 from equiv.ops.draft_topk.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ops.draft_topk.ulp import get_format, ulp_error
 from equiv.run import Array, Opaque, Raw, runner_for
@@ -467,8 +467,6 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     pending = runner.submit(inputs, k, timeout=timeout, context=context)
     try:
         if logits is None:                       # the values, as judged: no padded copy of them
-            from equiv.ops.draft_topk.recipes import host
-
             logits = host(inputs)
         early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done)
     except BaseException:
