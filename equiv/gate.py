@@ -40,10 +40,10 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     verifier); ``progress(done, total, label)`` is told each stage as it starts. Every argument
     is checked once, into ``RunOptions``, before any work. ``k``: the k values judged (``1``,
     ``"1,4"``); None (or ``"auto"``) for an op judged at k (``Op.takes_k``): every k of
-    ``equiv.options.AUTO_KS`` the candidate accepts. ``max_gpu_memory``: the device memory a call
+    ``equiv.options.auto_ks(seed)`` the candidate accepts. ``max_gpu_memory``: the device memory a call
     may take (``"8GiB"``, bytes; ``equiv.memory``)."""
     the_op = get_op(op)
-    if k is None:                    # an op judged at k: every k of AUTO_KS the candidate accepts
+    if k is None:                    # an op judged at k: every k of auto_ks(seed) the candidate accepts
         k = "auto" if the_op.takes_k else 1
     budget = check_choice("budget", budget, BUDGETS)
     if not dtypes and the_op.budget_dtypes is not None:

@@ -12,6 +12,7 @@ written here once (``DEFAULTS``); the time-out's lives in ``equiv.run.timeouts``
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 
 from equiv.devices import resolve_device
@@ -26,7 +27,22 @@ DTYPES = ("float32", "bfloat16", "float16")
 BUDGETS = ("quick", "full")
 DEVICES = ("auto", "cpu", "cuda")
 MAX_K = 64
-AUTO_KS = (1, 2, 4, 8)                   # k="auto": these, those the candidate accepts (the gate's default)
+AUTO_KS = (1, 2, 4, 8)                   # the probe's k when none is drawn yet, and the old fixed list
+# k="auto" (the gate's default): one k of each class, drawn per seed (``auto_ks``), those the candidate accepts
+K_CLASSES = {"1": (1,), "power of two": (2, 4, 8, 16), "3-7": (3, 5, 6, 7),
+             "9-16": tuple(range(9, 16)), "17-64": tuple(range(17, MAX_K + 1))}
+
+
+def auto_ks(seed: int = 0) -> tuple:
+    """The k values ``--k auto`` judges at ``seed``: 1, then one drawn of each other class of
+    ``K_CLASSES`` (a power of two up to 16, a non-power up to 7, one in 9..15, one past 16), so a
+    kernel tuned to k in {1, 2, 4, 8} does not pass and over the seeds every k up to 64 occurs."""
+    rng = random.Random(f"auto_ks:{int(seed)}")
+    return (1,) + tuple(rng.choice(ks) for name, ks in K_CLASSES.items() if name != "1")
+
+
+def k_class(k: int) -> str:
+    return next(name for name, ks in K_CLASSES.items() if k in ks) if k <= MAX_K else f"past {MAX_K}"
 DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
 DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick",
             "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
@@ -34,7 +50,8 @@ DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick"
 
 def parse_ks(text, name: str = "k") -> tuple:
     """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged, each an integer >= 1, in the order
-    given, no repeats. (``RunOptions.make`` also takes ``"auto"``: ``AUTO_KS`` as accepted.)"""
+    given, no repeats. (``RunOptions.make`` also takes ``"auto"``: ``auto_ks(seed)`` as accepted,
+    and ``"auto:S"``: those of seed ``S``.)"""
     if isinstance(text, (list, tuple)):
         text = ",".join(map(str, text))
     items = [t.strip() for t in str(text).split(",") if t.strip()]
@@ -61,7 +78,7 @@ class RunOptions:
     seed: int = DEFAULTS["seed"]
     timeout: float | None = DEFAULTS["timeout"]
     op_options: tuple = ()              # ((name, value), ...): the op's own options (``Op.options``)
-    k_auto: bool = False                # k="auto": ``AUTO_KS``, narrowed by the op to those the candidate accepts
+    k_auto: bool = False                # k="auto": ``auto_ks(seed)``, narrowed by the op to those the candidate accepts
     max_gpu_memory: int = DEFAULT_MAX_GPU_MEMORY   # bytes a call may take on the device (equiv.memory)
 
     @classmethod
@@ -77,15 +94,22 @@ class RunOptions:
             the_op.option(key)                   # an option the op does not take: InvalidArgument
         own = tuple((o.name, o.check(given.get(o.name), names.get(o.name, o.name))) for o in the_op.options)
         spec = None if candidate is None else CandidateSpec.parse(candidate, op)
-        k_auto = isinstance(k, str) and k.strip() == "auto"
-        ks = AUTO_KS if k_auto else parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k"))
+        k_auto = isinstance(k, str) and k.strip().partition(":")[0] == "auto"
+        seed = check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0)
+        if k_auto and k.strip() != "auto":          # "auto:S": the ks of seed S (the gate's, to its pytest run)
+            drawn = k.strip().partition(":")[2]
+            if not drawn.isdigit():
+                raise InvalidArgument(f"{names.get('k', 'k')}={k!r} is invalid: give auto, auto:SEED or k values "
+                                      f"such as 1,4")
+        ks = (auto_ks(int(k.strip().partition(":")[2] or seed)) if k_auto else
+              parse_ks(DEFAULTS["k"] if k is None else k, names.get("k", "k")))
         for v in ks:
             check_int(names.get("k", "k"), v, min_value=1, max_value=MAX_K)
         return cls(spec=spec, op=op, ks=ks,
                    device=check_choice(names.get("device", "device"), device or DEFAULTS["device"], DEVICES),
                    dtypes=tuple(check_choices(names.get("dtype", "dtype"), dtypes, DTYPES)) if dtypes else DTYPES,
                    budget=check_choice(names.get("budget", "budget"), budget or DEFAULTS["budget_suite"], BUDGETS),
-                   seed=check_int(names.get("seed", "seed"), DEFAULTS["seed"] if seed is None else seed, min_value=0),
+                   seed=seed,
                    timeout=parse_timeout(timeout, names.get("timeout", "timeout")), op_options=own,
                    k_auto=k_auto,
                    max_gpu_memory=DEFAULT_MAX_GPU_MEMORY if max_gpu_memory is None else
@@ -115,7 +139,8 @@ class RunOptions:
         at their default (for a REPRO line a person reads)."""
         args = [f"--equiv-candidate={self.spec.text}"] if self.spec is not None else []
         pairs = [("op", self.op, DEFAULTS["op"]), ("device", self.device, None),
-                 ("k", "auto" if self.k_auto else ",".join(map(str, self.ks)), DEFAULTS["k"]),
+                 ("k", (f"auto:{self.seed}" if self.seed else "auto") if self.k_auto else ",".join(map(str, self.ks)),
+                  DEFAULTS["k"]),
                  ("dtype", ",".join(self.dtypes), ",".join(DTYPES)),
                  ("budget", self.budget, DEFAULTS["budget_suite"]),
                  ("timeout", timeout_text(self.timeout), timeout_text(DEFAULTS["timeout"])),

@@ -158,3 +158,29 @@ class CheckRun:
     def to_json(self) -> dict:
         extra = self.diagnosis.beside_checks() if self.diagnosis is not None else {}
         return {**self.result.to_json(), **extra}
+
+
+# ---- coverage: where each class of each data dimension was judged ----------------------------------
+JUDGED_WHERE = ("statistical", "exact checks only", "not reached")
+
+
+def judged(stat: dict, exact: dict, universe: dict) -> dict:
+    """``{dimension: {where: [class, ...]}}`` for every dimension of ``universe`` (``{dimension:
+    classes}``, in order): a class reached by a statistical case is ``statistical``; one reached
+    only by exact checks (contract, support, a reference comparison), ``exact checks only``; any
+    other, ``not reached``. ``stat`` and ``exact`` map a dimension to the classes reached."""
+    out = {}
+    for dim, classes in universe.items():
+        s, e = set(stat.get(dim, ())), set(exact.get(dim, ())) - set(stat.get(dim, ()))
+        known = list(classes) + sorted((s | e) - set(classes), key=str)
+        out[dim] = {"statistical": [c for c in known if c in s], "exact checks only": [c for c in known if c in e],
+                    "not reached": [c for c in known if c not in s and c not in e]}
+    return out
+
+
+def judged_lines(table: dict, width: int = 0) -> list:
+    """One console line a dimension of a ``judged`` table: ``statistical: .. | exact checks
+    only: .. | not reached: ..``."""
+    width = width or max((len(d) for d in table), default=0) + 2
+    return [f"{dim:<{width}}" + " | ".join(f"{w}: {', '.join(map(str, got[w])) or 'none'}" for w in JUDGED_WHERE)
+            for dim, got in table.items()]

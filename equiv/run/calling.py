@@ -173,13 +173,20 @@ def lay_out(t, name: str, layout: str) -> Guarded:
         return Guarded(t, name, stride=(max(_row_stride(t), t.shape[-1]) // PAD_TO + 1) * PAD_TO)
     if layout == "offset":
         return Guarded(t, name, offset=t.storage_offset() + OFFSET)
-    if layout == "sliced":
-        b = t.shape[0]
-        before = t[torch.arange(1, SLICED_BEFORE + 1, device=t.device) % b] if b else t[:0]
-        after = t[torch.arange(b - SLICED_AFTER, b, device=t.device) % b] if b else t[:0]
-        g = Guarded(torch.cat([before, t, after], 0), name, stride=_row_stride(t))
-        g.tensor = g.tensor[before.shape[0]: before.shape[0] + b]
+    if layout == "sliced" and t.shape[0]:
+        # the wider batch is laid out from a broadcast row (no second copy of a large input), its
+        # rows then written in place: the input's, and its rows 1, 2 before and its last 3 after
+        b, k = t.shape[0], SLICED_BEFORE
+        g = Guarded(t[:1].expand(b + k + SLICED_AFTER, *t.shape[1:]), name, stride=_row_stride(t))
+        wide = g.tensor
+        wide[k:k + b].copy_(t)
+        wide[:k].copy_(t[torch.arange(1, k + 1, device=t.device) % b])
+        wide[k + b:].copy_(t[torch.arange(b - SLICED_AFTER, b, device=t.device) % b])
+        g.snapshot.copy_(g.buffer)
+        g.tensor = wide[k:k + b]
         return g
+    if layout == "sliced":
+        return Guarded(t, name)
     raise ValueError(f"layout={layout!r} is invalid: give one of {', '.join(LAYOUTS)}")
 
 

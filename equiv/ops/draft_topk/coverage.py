@@ -38,6 +38,10 @@ Plan
    - the ``masked`` checks a batch of 14 (every mask kind twice) and the ``confident`` checks
      64 rows at V = 32000 (the 1 - p band 1e-3..1e-5 gets ~20 stratified rows, one in each
      slice, so rows with 1 - p in (4.9e-4, 1e-3] are always there),
+   - at every k past the first (``--k auto`` judges 1 and one k of each class up to 64, drawn per
+     seed: ``equiv.options.auto_ks``; each such k gets one shape of each check), the families of
+     ``TINY_V_FAMILIES`` (subnormal and underflowing probabilities, and the spread one) also get a
+     tiny vocabulary (``tiny_shapes``: V from k to 2k + 3), so k > 1 meets them too,
    - with ``huge`` (the gate: a CUDA device and the full budget) ``space.HUGE_SHAPE``
      ([16385, 131072], past 2**31 elements) on the gaussian bfloat16 check.
 2. The rows of a large batch (``judged_rows``): ``compare`` checks the contract and the index
@@ -197,6 +201,19 @@ def tolerance_plan(families, dtypes, *, seed: int = 0, vocab: int = DEFAULT_VOCA
         if huge and (family, dtype) == ("gaussian", "bfloat16"):
             per_check[i].append(Shape(*HUGE_SHAPE))
     return TolerancePlan(seed, tuple((c, tuple(s)) for c, s in zip(checks, per_check)))
+
+
+# families whose rows hold subnormal or underflowing probabilities, and the spread one: at every k past
+# the first they also get a tiny vocabulary (``tiny_shapes``), where a k-wide kernel's edge cases live
+TINY_V_FAMILIES = ("subnormal", "dominant", "huge", "gaussian")
+
+
+def tiny_shapes(family: str, k: int, seed: int) -> tuple:
+    """A tiny-vocabulary shape for ``family`` at ``k`` (V from k to 2k + 3, drawn; rows 1-9), or ()."""
+    if family not in TINY_V_FAMILIES:
+        return ()
+    rng = np.random.default_rng([seed, k, TINY_V_FAMILIES.index(family), 0x71])
+    return (Shape(int(rng.choice(SMALL_BATCHES[:6])), int(rng.integers(k, 2 * k + 4))),)
 
 
 # family -> (batch, vocab) it always gets: every mask kind twice; 64 confident rows

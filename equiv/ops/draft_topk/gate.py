@@ -38,7 +38,7 @@ import numpy as np
 from equiv.checks import Check, Stage, stage_of
 from equiv.devices import resolve_device
 from equiv.ops.draft_topk.compare import compare
-from equiv.ops.draft_topk.coverage import Shape, reaches_huge, tolerance_plan
+from equiv.ops.draft_topk.coverage import Shape, reaches_huge, tiny_shapes, tolerance_plan
 from equiv.ops.draft_topk.diagnose.attach import for_gate
 from equiv.ops.draft_topk.history import gate_coverage
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
@@ -46,7 +46,7 @@ from equiv.ops.draft_topk import ksupport, space
 from equiv.ops.draft_topk.ahead import Ahead
 from equiv.ops.draft_topk.space import table_lines
 from equiv.memory import ask_worker, measured
-from equiv.options import AUTO_KS, DEFAULT_VOCAB
+from equiv.options import DEFAULT_VOCAB
 from equiv.run import load_check, runner_for
 from equiv.run.suite import staged, start_properties
 from equiv.validation import check_int
@@ -89,7 +89,7 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
                     continue
                 planned = plan.shapes_for(family, dtype) if plan is not None else (Shape(batch, vocab),)
                 if k in thin_ks:
-                    planned = (planned[(fi + ki) % len(planned)],)
+                    planned = (planned[(fi + ki) % len(planned)],) + tiny_shapes(family, k, seed + ki)
                 todo.append((k, dtype, family, planned,
                              [(s, shape) for s in range(seed, seed + (1 if k in thin_ks else seeds)) for shape in planned]))
     dealt = space.context_draws(np.random.default_rng([seed, 0xC7]), device, sum(len(t[-1]) for t in todo))
@@ -113,7 +113,7 @@ def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: i
     padded = sum(1 for _, _, p in shapes if p)
     per_context = {c: used.count(c) for c in dict.fromkeys(used)}
     ran = {"calls": runner.calls - calls0, "device": str(device), "batches": bs, "vocabs": vs, "dtypes": list(dtypes), "k": list(ks),
-           "contexts": per_context, "coverage": space.reach(seen, used),
+           "contexts": per_context, "coverage": space.reach(seen, used, ks=ks),
            "summary": f"{runner.calls - calls0} calls; B in {_span(bs)}; V in {_span(vs)}; "
                       f"{len(shapes)} shapes ({padded} with padded rows); {'/'.join(dtypes)}; "
                       f"k={','.join(map(str, ks))}" + (f" (k={','.join(map(str, thin_ks))}: one shape per check)"
@@ -204,16 +204,17 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
             done = [_not_run(n, "the candidate could not be loaded") for n in stages]
         else:
             thin, k_note = (), ""
-            if options.k_auto:                   # the default --k: every k of AUTO_KS it accepts
-                support = ksupport.accepted(runner, ks, timeout)
+            if options.k_auto:                   # the default --k: every k of auto_ks(seed) it accepts
+                drawn = ks
+                support = ksupport.accepted(runner, drawn, timeout)
                 # none accepted: judged at k = 1 all the same, where its refusal fails every stage
-                ks = support.accepted or AUTO_KS[:1]
+                ks = support.accepted or drawn[:1]
                 thin = ks[1:]                    # the first accepted k gets the whole shape plan
                 k_note = support.note()
                 if support.problem:              # a hang or an exit while probing: a failure
                     checks.append(Check("tolerance", "tolerance:k-support", False,
                                         f"the candidate {support.problem} (when called at k = "
-                                        f"{', '.join(map(str, AUTO_KS))} to see which k it accepts)",
+                                        f"{', '.join(map(str, drawn))} to see which k it accepts)",
                                         outcome=support.kind))
 
             def run(name, _earlier):

@@ -34,9 +34,11 @@ from __future__ import annotations
 import math
 import zlib
 
-from equiv.ops.draft_topk.confidence import row_bands
+from equiv.ops.draft_topk.confidence import BAND_NAMES, row_bands
+from equiv.options import K_CLASSES, k_class
 from equiv.run.calling import dealt
-from equiv.run.context import available
+from equiv.run.context import CONTEXTS, available
+from equiv.verdict import judged, judged_lines
 
 # vocab_size of each model's published config.json (Hugging Face model cards)
 REAL_VOCABS = {
@@ -184,8 +186,20 @@ def context_of(key, device) -> str:
     return offered[zlib.crc32(data) % len(offered)]
 
 
-def reach(recipes, contexts=()) -> dict:
-    """The classes a set of recipes (called in ``contexts``) covered, per dimension (sorted lists)."""
+# every class of each dimension, in order (the coverage's ``judged`` table)
+UNIVERSE = {"vocab": ("real", "power of two", "power of two +-1", "multiple of 2**j", "multiple of 2**j +-1", "prime",
+                      "V % 128 == 64", "V % 256 == 128", "unlisted"),
+            "batch": ("1", "2-1024", "past 1024", "past 4096", "power of two", "power of two +-1", "tree"),
+            "layout": ("contiguous", "padded rows (16 B stride)", "row stride % 16 B != 0", "base offset",
+                       "base not 16 B aligned", "view into a larger buffer"),
+            "mask": MASKS, "confidence": BAND_NAMES, "context": CONTEXTS, "k": tuple(K_CLASSES)}
+
+
+def reach(recipes, contexts=(), ks=()) -> dict:
+    """The classes a set of recipes (called in ``contexts``, at the k values ``ks``) covered, per
+    dimension (sorted lists), and ``judged``: where each class was judged (``equiv.verdict.judged``;
+    the draft step's judge compares with the float64 reference, so every class reached is judged
+    by exact checks only, and the others are not reached)."""
     dims: dict = {"vocab": set(), "batch": set(), "layout": set(), "mask": set(), "confidence": set(),
                   "context": set(c for c in contexts if c)}
     shapes = set()
@@ -202,9 +216,15 @@ def reach(recipes, contexts=()) -> dict:
         if r.family == "confident":
             dims["confidence"].update(row_bands(r))
     out = {k: sorted(v) for k, v in dims.items()}
+    if ks:
+        out["k"] = sorted({k_class(k) for k in ks}, key=lambda c: (c not in K_CLASSES, list(K_CLASSES).index(c)
+                                                                   if c in K_CLASSES else 0))
+        out["k values"] = sorted(set(ks))
     largest = max(shapes, key=lambda s: s[0] * s[1], default=None)
     out["largest shape"] = "none" if largest is None else (
         f"[{largest[0]}, {largest[1]}] ({largest[0] * largest[1] / 2 ** 31:.3g} x 2**31 elements)")
+    universe = {d: c for d, c in UNIVERSE.items() if d != "k" or ks}
+    out["judged"] = judged({}, {d: set(out[d]) for d in universe}, universe)
     return out
 
 
@@ -216,9 +236,13 @@ def mask_kinds(recipe) -> tuple:
 
 
 def table_lines(coverage: dict) -> list:
-    """The coverage table, one line per dimension (the console summary prints these)."""
+    """The coverage table, one line per dimension (the console summary prints these): a dimension
+    of ``judged`` as where each class was judged, the other entries as they are."""
+    table = coverage.get("judged", {})
     lines = []
     for dim, classes in coverage.items():
+        if dim in table or dim == "judged":
+            continue
         shown = classes if isinstance(classes, str) else ", ".join(map(str, classes)) or "none"
         lines.append(f"{dim:<16} {shown}")
-    return lines
+    return lines + judged_lines(table, 17)

@@ -68,7 +68,7 @@ from equiv.stats import bernstein_p, cells_test, pit
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
 SCORES = ("target", "drawn", "side")
-SUFFIX_SCORES = ("side",)                        # tested on positions m.. (module docstring)
+SUFFIX_SCORES = ("side", "children")            # tested on positions m.. (module docstring; children: the tree's)
 SCORE_FLOOR = 0.002
 
 

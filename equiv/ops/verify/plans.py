@@ -20,7 +20,9 @@ Plan. Two kinds of case (``judge.Case``):
   where rows are cheap, ``LARGEST_PARTS_GPU`` of them): the first ``wide`` case drew 152064 at
   seed 0, and a residual drawn from its top 1024 tokens only past V = 160000 passed; with three
   parts on a GPU it passed the gate at seed 0 too, p = 6.9e-7 against a level of 4.8e-7),
-  ``many rows`` (4097-8192 rows, a greedy drafter), one slot per family (tiny_q, neginf_zeros,
+  ``many rows`` (4097-8192 rows, a greedy drafter), ``every length`` (a greedy drafter at one n of
+  each class 1, 2-3, 4-8, 9-16, 513-1024 rows at V 50-400: the sampled drafts reach every class
+  in the other slots), one slot per family (tiny_q, neginf_zeros,
   bf16_rounded, ties, equal, disjoint, onehot_target), ``joint exact`` (V = 2 or 3, n 4..7,
   2**17+ rows of one problem: the block's joint law is enumerable, judge_more.py); every slot
   draws its layout (contiguous, padded, offset, both) and batches that are never multiples of
@@ -138,6 +140,11 @@ def _slots(rng_of, scale: int, largest_parts: int) -> list:
     fields = dict(family="realistic", n=1, vocab=v, problems=4, draft="probs", **space.draw_layout(r))
     for part in range(1, largest_parts + 1):    # fresh drafts in each part (recipes.py): independent rows
         add("wide", 2 ** 28, rows, part=part, **fields)
+    r = rng_of(14)  # a greedy (one-hot) drafter at every class of chain length: 1, 2-3, 4-8, 9-16
+    for low, high in ((1, 1), (2, 3), (4, 8), (9, space.MAX_N)):
+        add("every length", 2 ** 23, space.draw_batch(r, 513, 1024), family="realistic",
+            n=int(r.integers(low, high + 1)), vocab=space.draw_vocab(r, 50, 400), problems=8, draft="onehot",
+            noise=round(float(r.uniform(0.1, 0.3)), 3), **space.draw_layout(r))
     return out
 
 

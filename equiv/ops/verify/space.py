@@ -37,6 +37,8 @@ import math
 import numpy as np
 
 from equiv.ops.verify.laws import row_alpha
+from equiv.ops.verify.recipes import FAMILIES
+from equiv.verdict import judged, judged_lines
 
 # vocab_size of each model's published config.json (model cards); the draft step's list and Qwen2.5's
 REAL_VOCABS = {
@@ -58,7 +60,7 @@ MAX_N = 16
 MAX_BATCH = 8192
 EXACT_CELLS = 4096               # V**(n+1) at most: the joint law of the block enumerable
 DEEP_ROWS = 100                  # a position counts as judged when this many rows reach it
-PURPOSES = ("marginal", "deep", "wide", "many rows", "joint exact", "independence", "family")
+PURPOSES = ("marginal", "deep", "wide", "many rows", "joint exact", "independence", "family", "every length")
 ALIGN_BYTES = 16
 
 
@@ -181,19 +183,39 @@ def deepest_reached(cases) -> int:
     return deepest
 
 
+N_CLASSES = ("1", "2-3", "4-8", "9-16")
+# every class of each data dimension, in order (the coverage's ``judged`` table)
+UNIVERSE = {"n": N_CLASSES,
+            "vocab": ("real", "past 2**17", "power of two", "multiple of 128", "multiple of 64, not of 128",
+                      "not a multiple of 64", "prime", "joint law enumerable"),
+            "batch": ("1", "2-63", "64-1024", "past 1024", "past 4096", "multiple of 64",
+                      "rows after the last multiple of 64"),
+            "layout": ("contiguous", "padded (non-contiguous)", "base offset, not 16 B aligned", "view into a larger buffer"),
+            "draft": ("probs drafts", "onehot drafts", "sampled per row", "fixed per problem"),
+            "draft x n": tuple(f"{d} at n {c}" for d in ("probs", "onehot") for c in N_CLASSES)}
+
+
+def _classes(r) -> dict:
+    return {"n": n_classes(r.n), "vocab": vocab_classes(r.vocab, r.n), "batch": batch_classes(r.batch),
+            "layout": layout_classes(r), "draft": draft_classes(r),
+            "draft x n": tuple(f"{r.draft} at n {c}" for c in n_classes(r.n)), "family": (r.family,)}
+
+
 def reach(cases) -> dict:
-    """The classes a plan's cases covered, per dimension (sorted lists), and the largest input."""
+    """The classes a plan's cases covered, per dimension (sorted lists), the largest input, and
+    ``judged``: where each class was judged (``equiv.verdict.judged``: by a statistical case, by
+    exact checks only -- the contract cases --, or not at all)."""
     dims: dict = {"n": set(), "vocab": set(), "batch": set(), "layout": set(), "draft": set(),
                   "family": set(), "purpose": set()}
+    seen_stat: dict = {}
+    seen_exact: dict = {}
     largest = None
     for c in cases:
         r = c.recipe
-        dims["n"].update(n_classes(r.n))
-        dims["vocab"].update(vocab_classes(r.vocab, r.n))
-        dims["batch"].update(batch_classes(r.batch))
-        dims["layout"].update(layout_classes(r))
-        dims["draft"].update(draft_classes(r))
-        dims["family"].add(r.family)
+        for dim, got in _classes(r).items():
+            if dim in dims:
+                dims[dim].update(got)
+            (seen_stat if c.statistical else seen_exact).setdefault(dim, set()).update(got)
         if getattr(c, "purpose", ""):
             dims["purpose"].add(c.purpose)
         size = r.batch * (r.n + 1) * r.vocab
@@ -209,11 +231,14 @@ def reach(cases) -> dict:
     if largest:
         r = largest[1]
         out["largest input"] = f"target_probs [{r.batch}, {r.n + 1}, {r.vocab}] ({largest[0] / 2 ** 20:.1f} M elements)"
+    out["judged"] = judged(seen_stat, seen_exact, {**UNIVERSE, "family": FAMILIES})
     return out
 
 
 def table_lines(coverage: dict) -> list:
-    """The coverage table, one line per dimension (the gate's console summary prints these)."""
+    """The coverage table, one line per dimension (the gate's console summary prints these): a
+    dimension of ``judged`` as where each class was judged, the other entries as they are."""
+    table = coverage.get("judged", {})
     width = max((len(k) for k in coverage), default=0) + 2
     return [f"{dim:<{width}}{v if isinstance(v, str) else ', '.join(map(str, v)) or 'none'}"
-            for dim, v in coverage.items()]
+            for dim, v in coverage.items() if dim not in table and dim != "judged"] + judged_lines(table, width)

@@ -27,7 +27,6 @@ from dataclasses import replace
 from equiv.checks import stage_of, with_call_defects
 from equiv.devices import resolve_device
 from equiv.memory import ask_worker, measured
-from equiv.ops.verify.space import table_lines
 from equiv.ops.verify_tree.calls import calling_of, declaration
 from equiv.ops.verify_tree.defects import diagnose
 from equiv.ops.verify_tree.independence import independence_cases
@@ -35,6 +34,7 @@ from equiv.ops.verify_tree.judge import Case, run_judge
 from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
 from equiv.ops.verify_tree.plans import BUDGETS, contract_cases, statistical_cases
 from equiv.ops.verify_tree.recipes import TreeRecipe
+from equiv.ops.verify_tree.space import reach as tree_reach, table_lines as tree_table_lines
 from equiv.run import CandidateSpec, load_check, runner_for
 from equiv.run.calling import reach as calling_reach
 from equiv.run.suite import verifier_stages
@@ -108,7 +108,8 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
         again = (f"REPRO: equiv gate --op verify_tree --candidate {text} --stages statistics --budget {budget} "
                  f"--seed {seed} --device {device} --drafts {drafts}")
         t_stage = time.perf_counter()
-        cases = statistical_cases(budget, drafts, seed, targets) + independence_cases(drafts, seed, targets)
+        cases = (statistical_cases(budget, drafts, seed, targets, device=str(device))
+                 + independence_cases(drafts, seed, targets))
         verdict = run_judge(target, cases, device=device,
                             drafts=drafts, spec=text, seed=seed, timeout=timeout, repro=again)
         calls += verdict.calls
@@ -129,18 +130,23 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     return GateResult(candidate=text, passed=passed, checks=tuple(checks), k=(), device=device,
                       dtypes=("float32",), budget=budget, seed=seed, duration_s=time.perf_counter() - t0,
                       stages=done, calls=calls, op="verify_tree", diagnosis=with_call_defects(diagnosis, checks, text),
-                      coverage=coverage, coverage_lines=tuple(table_lines(coverage)))
+                      coverage=coverage, coverage_lines=tuple(tree_table_lines(coverage)))
 
 
 def _coverage(budget, seed, drafts, targets, device, ran) -> dict:
     """The gate's coverage: ``calling``, the calling classes (``equiv.run.calling``) that the cases
     of the stages that ran were dealt: the contract plan's (properties: exact checks only), the
-    statistical and independence cases' (statistics)."""
-    dealt = [(calling_of(c.seeds, device), False) for c in contract_cases(drafts, 0)] if "properties" in ran else []
+    statistical and independence cases' (statistics); and ``space.reach`` of the same cases: where
+    each class of each data dimension was judged (statistical, exact checks only, not reached)."""
+    exact = contract_cases(drafts, 0) if "properties" in ran else []
+    dealt = [(calling_of(c.seeds, device), False) for c in exact]
+    stat = []
     if "statistics" in ran:
-        cases = statistical_cases(budget, drafts, seed, targets)
+        cases = statistical_cases(budget, drafts, seed, targets, device=str(device))
+        stat, exact = cases, exact + independence_cases(drafts, seed, targets)
         dealt += [(calling_of(c.seeds, device), True) for c in cases + independence_cases(drafts, seed, targets)]
-    return {"calling": calling_reach(dealt, device)} if dealt else {}
+    data = tree_reach(stat, exact) if stat or exact else {}     # where each data class was judged (space.py)
+    return {**data, "calling": calling_reach(dealt, device)} if dealt else data
 
 
 def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str = "auto",

@@ -24,8 +24,10 @@ draft that are seeded functions of the whole prefix, trees drafted by ``topk``, 
    ``target`` score ``p(y)`` for every token, and for ``topk`` trees (fixed, so the score is known
    before the call) the ``residual`` score: at a prefix that is a tree node with child tokens
    ``C``, ``p(y) 1[y not in C] / (1 - p(C))`` -- the law a target-only verifier draws from, where
-   its bugs live. (For ``iid``/``wor`` the law holds only on average over trees, so no score may
-   depend on the tree.)
+   its bugs live; and the ``children`` score (children.py): whether the token after a node is one
+   of its children as often as ``p(C)`` says, pooled over a family's positions from ``m`` on.
+   (For ``iid``/``wor`` the law holds only on average over trees, so no score may depend on the
+   tree.)
 5. ``joint``: the binned PITs of neighbouring positions against the uniform square (verify's).
 6. ``exhaustive`` (small V): every continued text is one of ``V**(D+1)`` cells; chi-square of the
    cell counts against the exact sequence law of each row's root (reference ``sequence_law``).
@@ -58,6 +60,7 @@ from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOO
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.ops.verify.tail import level_repeats, repeat_tests
 from equiv.ops.verify_tree.calls import run_draws
+from equiv.ops.verify_tree.children import children_score
 from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step
 from equiv.reference import verify_tree as ref
 from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
@@ -321,7 +324,7 @@ def _score_parts(recipe, seq, levels, nodes):
     lv, tok = levels.ravel(), seq.ravel()
     out = {"target": (p[lv, tok] - s2[lv], s3[lv] - s2[lv] ** 2, top[lv])}
     if recipe.drafts != "topk":                 # the law holds on average over trees only
-        out["residual"] = (np.zeros(lv.size), np.zeros(lv.size), np.zeros(lv.size))
+        out["residual"] = out["children"] = (np.zeros(lv.size), np.zeros(lv.size), np.zeros(lv.size))
         return out
     mean, var, mx, rest = _residual_table(recipe)
     rows = np.broadcast_to(np.arange(seq.shape[1])[None, :, None], seq.shape)
@@ -336,6 +339,7 @@ def _score_parts(recipe, seq, levels, nodes):
     s = np.where(live & ~is_child, p[levels, seq] / np.where(live, r, 1.0), 0.0)
     dev = np.where(live, s - mean[rows, ndc], 0.0).ravel()
     out["residual"] = (dev, np.where(live, var[rows, ndc], 0.0).ravel(), np.where(live, mx[rows, ndc], 0.0).ravel())
+    out["children"] = children_score(recipe, at, is_child, rows, nd)     # children.py (issue 43)
     return out
 
 

@@ -1,6 +1,7 @@
 """Input recipes of the tree verifier: a path-dependent target, a draft model and drafted trees.
 
-Plan. A ``TreeRecipe`` (family, seed, batch, vocab, nodes, depth, fanout, drafts, ragged, probs)
+Plan. A ``TreeRecipe`` (family, seed, batch, vocab, nodes, depth, fanout, drafts, ragged, probs,
+holes, eagle)
 is what ``REPRO:`` lines carry (``realistic:seed=3,batch=64,vocab=129280,nodes=8,depth=3``);
 ``build(device)`` turns it into the verifier's four inputs ``(parents [B, N] int64,
 draft_token_ids [B, N] int64, draft_probs [B, N, V] float32 or None, target_probs [B, N, V]
@@ -31,10 +32,24 @@ permutation (``s`` in [1.05, 1.8]) plus noise; the draft law adds ``N(0, 0.7)`` 
   target probability in [0.02, 0.05), at most half of what the top token leaves, the rest of the
   tokens sharing the other half (its ``topk`` children's mass lies in (0, 0.05): the residual
   is nearly the whole target, where a "skip the small residual" shortcut lives).
+- ``sparse``: each law's mass on ``SPARSE_SUPPORT`` (200-400) tokens drawn over the whole id range
+  (at V = 152064 most past 2**16 and 2**17), Zipf-like (``s`` in [2.5, 3.5]: confident, the top
+  token's probability ~0.75-0.9, so EAGLE trees are walked deep: ~2.7 nodes of depth >= 2 with
+  children a row), exactly 0 elsewhere; the draft on the same tokens with ``N(0, 0.3)`` noise: a
+  real vocabulary's code paths with laws whose tables are cheap.
 
 *Trees.* Row ``b`` has a random shape of at most ``nodes`` nodes (exactly ``nodes`` unless
 ``ragged=1``; absent nodes are ``-2`` at the end), depth at most ``depth``, at most ``fanout``
-children per node, parents before children, siblings in node order. Node 0 holds the root token
+children per node, parents before children, siblings in node order. No ceilings: any depth,
+fan-out (``<= V`` unless ``iid``) and node count (``depth=0``: every row the root alone, the other
+nodes absent). ``holes=1``: each row's size is drawn as with ``ragged`` and its nodes move, in
+order, to drawn places among the ``nodes`` (node 0 stays the root): absent nodes anywhere, as
+``equiv mtp`` sends them; the contract is ``parents[i] < i`` for every present node, its parent
+present, ``-2`` for absent ones. ``eagle=1`` (``topk`` only): EAGLE-2's tree, from the draft
+law: level by level (to ``depth``) the ``fanout`` nodes of the largest draft path probability
+each get their ``fanout`` most probable tokens, then the ``nodes - 1`` candidates of the largest
+path probability are kept, in level order (``_eagle_trees``; full rows, so ``holes`` and
+``ragged`` do not apply). Node 0 holds the root token
 (uniform). Each node's children get tokens from the draft law ``q`` after the node, by
 ``drafts`` (``CONSTRUCTIONS``): ``topk`` the top tokens of ``q`` in order (deterministic, ties to
 the lowest index); ``iid`` drawn from ``q`` with replacement (SpecInfer); ``wor`` drawn without
@@ -59,10 +74,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from equiv.ops.verify.recipes import cdf_draw
+from equiv.errors import InvalidArgument
 from equiv.recipe_text import recipe_parse, recipe_str
 from equiv.validation import check_choice, check_int
 
-FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far", "peaked")
+FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far", "peaked", "sparse")
 CONSTRUCTIONS = ("topk", "iid", "wor")
 # Families that break the input contract on purpose (module docstring), family -> why: none.
 OUTSIDE_CONTRACT: dict = {}
@@ -70,7 +86,8 @@ BANK = 16
 _P = 2 ** 31 - 1
 _M = 1000003
 _MIX = 2654435761
-_SALT_SHAPE, _SALT_TOKENS, _SALT_BANK = 101, 103, 107
+_SALT_SHAPE, _SALT_TOKENS, _SALT_BANK, _SALT_HOLES = 101, 103, 107, 109
+SPARSE_SUPPORT = (200, 401)                # the sparse family's tokens per law: a draw in [200, 400]
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,8 @@ class TreeRecipe:
     ragged: int = 0
     probs: int = 1
     problems: int = 0
+    holes: int = 0
+    eagle: int = 0
 
     def __post_init__(self):
         check_choice("family", self.family, FAMILIES)
@@ -95,10 +114,15 @@ class TreeRecipe:
         check_int("seed", self.seed, min_value=0)
         check_int("batch", self.batch, min_value=1)
         check_int("vocab", self.vocab, min_value=2)
-        check_int("nodes", self.nodes, min_value=1, max_value=256)
-        check_int("depth", self.depth, min_value=0, max_value=16)
-        check_int("fanout", self.fanout, min_value=1, max_value=64 if self.drafts == "iid" else min(64, self.vocab))
+        check_int("nodes", self.nodes, min_value=1)          # no ceilings: memory bounds a recipe, not a list
+        check_int("depth", self.depth, min_value=0)
+        check_int("fanout", self.fanout, min_value=1, max_value=None if self.drafts == "iid" else self.vocab)
         check_int("ragged", self.ragged, min_value=0, max_value=1)
+        check_int("holes", self.holes, min_value=0, max_value=1)
+        check_int("eagle", self.eagle, min_value=0, max_value=1)
+        if self.eagle and self.drafts != "topk":
+            raise InvalidArgument(f"eagle=1 with drafts={self.drafts} is invalid: an EAGLE tree is drafted "
+                                  f"top-k (drafts=topk), or use eagle=0 for {self.drafts} trees")
         check_int("probs", self.probs, min_value=0, max_value=1)
         check_int("problems", self.problems, min_value=0)
 
@@ -168,8 +192,8 @@ class TreeModel:
 
     @functools.cached_property
     def draft_order(self) -> np.ndarray:
-        """``[BANK, min(V, 64)]``: each draft law's tokens by decreasing probability (ties: lowest index)."""
-        return np.argsort(-self.draft, axis=1, kind="stable")[:, :min(self.vocab, 64)]
+        """``[BANK, V]``: each draft law's tokens by decreasing probability (ties: lowest index)."""
+        return np.argsort(-self.draft, axis=1, kind="stable")
 
 
 def step(state, tokens) -> np.ndarray:
@@ -217,6 +241,18 @@ def _peaked(rng, K, V):
     return target, draft
 
 
+def _sparse(rng, K, V):
+    """The ``sparse`` family's laws (module docstring): Zipf-like on ``SPARSE_SUPPORT`` tokens
+    spread over the whole id range, exactly 0 elsewhere; the draft on the same tokens."""
+    target, draft = np.zeros((K, V)), np.zeros((K, V))
+    for k in range(K):
+        ids = rng.choice(V, size=min(V, int(rng.integers(*SPARSE_SUPPORT))), replace=False)
+        logits = -rng.uniform(2.5, 3.5) * np.log(np.arange(ids.size) + 1.0) + 0.3 * rng.standard_normal(ids.size)
+        target[k, ids] = _softmax(logits[None])[0]
+        draft[k, ids] = _softmax(logits[None] + 0.3 * rng.standard_normal((1, ids.size)))[0]
+    return target, draft
+
+
 @functools.lru_cache(maxsize=24)           # a calibration cycles 3 seeds x 6 families
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     rng = np.random.default_rng([seed, _SALT_BANK, FAMILIES.index(family)])
@@ -229,6 +265,8 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
         draft = rng.dirichlet(np.full(V, 0.5), size=K)
     elif family == "peaked":
         target, draft = _peaked(rng, K, V)
+    elif family == "sparse":
+        target, draft = _sparse(rng, K, V)
     else:
         logits = _zipf_logits(rng, K, V)
         target = _softmax(logits)
@@ -315,13 +353,15 @@ def make_trees(r: TreeRecipe) -> Trees:
         b = r.rows()
         return Trees(one.parents[b], one.tokens[b], one.index[b], one.state[b], one.depth[b], one.max_depth)
     m = r.model()
+    if r.eagle:
+        return _placed(_eagle_trees(r, m), r)
     B, N, V = r.batch, r.nodes, r.vocab
     rng = np.random.default_rng([r.seed, _SALT_SHAPE])
     parents = np.full((B, N), -2, dtype=np.int64)
     depth = np.full((B, N), -1, dtype=np.int64)
     shapes: dict = {}
     for b in range(B):
-        n_b = int(rng.integers(1, N + 1)) if r.ragged else N
+        n_b = int(rng.integers(1, N + 1)) if r.ragged or r.holes else N
         key = (n_b, int(rng.integers(0, 4)))       # a few shapes per size, shared by rows: fast
         if key not in shapes:
             shapes[key] = _shape(np.random.default_rng([r.seed, _SALT_SHAPE, *key]), n_b, r.depth, r.fanout)
@@ -345,9 +385,72 @@ def make_trees(r: TreeRecipe) -> Trees:
         tok = _child_tokens(r.drafts, m, law, slot[:, i], trng, tokens, parents, i)
         tokens[here, i] = tok[here]
         state[here, i] = step(state[rows[here], par[here]], tok[here])
+    return _placed((parents, tokens, state, depth), r)
+
+
+def _placed(tree, r: TreeRecipe) -> Trees:
+    """``Trees`` of compact rows ``(parents, tokens, state, depth)`` (absent nodes at the end);
+    with ``holes=1`` each row's present nodes move, in order, to drawn places among the ``N``
+    (node 0 stays the root), so absent nodes fall anywhere and every parent still precedes its
+    children."""
+    parents, tokens, state, depth = tree
+    if r.holes:
+        B, N = parents.shape
+        rng = np.random.default_rng([r.seed, _SALT_HOLES])
+        place = np.full((B, N), -1, dtype=np.int64)
+        n = (parents != -2).sum(1)
+        for b in range(B):
+            place[b, :n[b]] = np.concatenate(([0], np.sort(rng.choice(np.arange(1, N), n[b] - 1, replace=False))))
+        rows = np.arange(B)[:, None]
+        here = place >= 0
+        spread = [np.full((B, N), fill, dtype=np.int64) for fill in (-2, r.vocab - 1, 0, -1)]
+        moved = np.where(parents >= 0, place[rows, np.maximum(parents, 0)], parents)
+        for out, src in zip(spread, (moved, tokens, state, depth)):
+            out[np.broadcast_to(rows, (B, N))[here], place[here]] = src[here]
+        parents, tokens, state, depth = spread
     index = law_index(state)
     index[parents == -2] = 0
     return Trees(parents, tokens, index, state, depth, int(depth.max()))
+
+
+def _eagle_trees(r: TreeRecipe, m):
+    """EAGLE-2's tree in every row (module docstring): level by level the ``fanout`` nodes of the
+    largest draft path probability are expanded, each into its ``fanout`` most probable draft
+    tokens; then the ``nodes - 1`` candidates of the largest path probability are kept (a child's
+    is at most its parent's, so the kept set holds every kept node's parent), in level order.
+    Returns compact ``(parents, tokens, state, depth)``."""
+    B, N, D, F = r.batch, r.nodes, r.depth, min(r.fanout, r.vocab)
+    trng = np.random.default_rng([r.seed, _SALT_TOKENS])
+    root = trng.integers(0, r.vocab, B)
+    cum, par, tok = [np.ones((B, 1))], [np.full((B, 1), -1)], [root[:, None]]
+    st, lvl = [m.start(root)[:, None]], [np.zeros((B, 1), dtype=np.int64)]
+    front = np.zeros((B, 1), dtype=np.int64)              # global candidate index of the beam
+    total = 1
+    all_cum, all_st = cum[0], st[0]
+    for d in range(1, D + 1):
+        pc = np.take_along_axis(all_cum, front, 1)                         # [B, beam]
+        law = law_index(np.take_along_axis(all_st, front, 1))
+        kids = m.draft_order[law, :F]                                      # [B, beam, F]
+        c = (pc[..., None] * m.draft[law[..., None], kids]).reshape(B, -1)
+        t = kids.reshape(B, -1)
+        p = np.repeat(front, F, axis=1)
+        s = step(np.take_along_axis(all_st, p, 1), t)
+        cum.append(c), par.append(p), tok.append(t), st.append(s), lvl.append(np.full_like(t, d))
+        all_cum, all_st = np.concatenate(cum, 1), np.concatenate(st, 1)
+        front = total + np.argsort(-c, axis=1, kind="stable")[:, :F]
+        total += c.shape[1]
+    par, tok, lvl = (np.concatenate(x, 1) for x in (par, tok, lvl))
+    n = min(N, total)
+    keep = np.sort(np.argsort(-all_cum, axis=1, kind="stable")[:, :n], axis=1)   # level order
+    pos = np.full((B, total), -1, dtype=np.int64)
+    rows = np.arange(B)[:, None]
+    pos[rows, keep] = np.arange(n)
+    kp = np.take_along_axis(par, keep, 1)
+    out = [np.full((B, N), fill, dtype=np.int64) for fill in (-2, r.vocab - 1, 0, -1)]
+    out[0][:, :n] = np.where(kp >= 0, pos[rows, np.maximum(kp, 0)], -1)
+    for o, src in zip(out[1:], (tok, all_st, lvl)):
+        o[:, :n] = np.take_along_axis(src, keep, 1)
+    return tuple(out)
 
 
 def _child_tokens(drafts, m, law, slot, rng, tokens, parents, i):

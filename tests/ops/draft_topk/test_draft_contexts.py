@@ -25,7 +25,7 @@ from equiv.ops.draft_topk.diagnose import dimensions
 from equiv.ops.draft_topk.diagnose.core import diagnose
 from equiv.ops.draft_topk.gate import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
-from equiv.options import RunOptions
+from equiv.options import RunOptions, auto_ks
 from equiv.run import runner_for
 from equiv.run.context import CONTEXTS, InputWritten, Rotating, available, call_in, check_context
 
@@ -199,7 +199,7 @@ def test_k_support_declared_or_refused():
 
 def test_default_k_is_auto_and_crosses_to_the_suite():
     opts = RunOptions.make("softmax_topk", k="auto")
-    assert opts.ks == (1, 2, 4, 8) and opts.k_auto and "--equiv-k=auto" in opts.pytest_args()
+    assert opts.ks == auto_ks(0) and opts.k_auto and "--equiv-k=auto" in opts.pytest_args()
     assert not RunOptions.make("softmax_topk", k="1,4").k_auto
 
 

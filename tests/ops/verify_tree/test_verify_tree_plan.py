@@ -96,7 +96,7 @@ def test_the_plan_is_drawn_per_seed_and_reaches_the_named_dimensions():
     assert len({tuple(str(c.recipe) for c in p) for p in plans}) == 6
     assert {c.purpose for c in plans[0]} == set(SLOTS)
     cases = [c for p in plans for c in p]
-    assert max(c.recipe.depth for c in cases) >= 7 and max(c.recipe.fanout for c in cases) == 8
+    assert max(c.recipe.depth for c in cases) >= 7 and max(c.recipe.fanout for c in cases) > 8   # no ceiling at 8
     assert any(c.recipe.vocab > 100000 and c.recipe.batch * c.calls >= 800 for c in cases)
     assert any(c.recipe.batch < 64 and c.recipe.batch % 32 and c.calls >= 8 for c in cases)
     assert all(c.recipe.batch % 32 for c in cases)
