@@ -1,6 +1,6 @@
 """The input space of the tree verifier, by named dimension: its classes and what a run judged.
 
-Plan. Each data dimension of a tree verifier's inputs (DESIGN.md, "The input space is searched")
+Plan. Each data dimension of a tree verifier's inputs (docs/draft_topk.md, the input space)
 has classes (``UNIVERSE``): the vocabulary (sizes by range, with the real sizes, primes and
 powers of two; the ``(32768, 65536]`` class is GPT-2's, NeoX's, Yi's and Falcon's), the tree's
 depth, fan-out and node count (past what engines configure: depth 12+, fan-out 16+, 64+ nodes),
