@@ -142,15 +142,16 @@ def test_one_place_decides_what_a_spec_is():
 # The longest matching prefix decides a module's layer.
 LAYERS = {
     "reference": 0, "fixtures": 0,
-    "fixtures.traces": 6, "fixtures.adversarial": 6,   # the scripts that made the data
+    "fixtures.traces": 7, "fixtures.adversarial": 7,   # the scripts that made the data
     "equiv._version": 1, "equiv.errors": 1, "equiv.validation": 1, "equiv.checks": 1, "equiv.verdict": 1,
     "equiv.stats": 1, "equiv.console": 1, "equiv.atomic": 1, "equiv.sanitize": 1, "equiv.recipe_text": 1,
     "equiv.devices": 1, "equiv.provenance": 1, "equiv.junit": 1, "equiv.figures": 1, "equiv.memory": 1,
-    "equiv.run": 2, "equiv.ops": 2, "equiv.options": 2, "equiv.candidate": 2,
-    "equiv.ops.": 3,                      # every op's folder (the registry itself, equiv.ops, is layer 2)
-    "equiv.api": 4, "equiv.gate": 4, "equiv.selftest": 4, "equiv.mtp": 4, "equiv.strategies": 4,
-    "equiv.commands": 5, "equiv.pytest": 5, "equiv.cli": 5, "equiv.__main__": 5, "equiv": 5,
-    "properties": 6,
+    "equiv.run": 2, "equiv.ops": 2,        # the registry and the supervised worker
+    "equiv.options": 3, "equiv.candidate": 3,   # over both: RunOptions checks a spec (equiv.run) and an op
+    "equiv.ops.": 4,                      # every op's folder (the registry itself, equiv.ops, is layer 2)
+    "equiv.api": 5, "equiv.gate": 5, "equiv.selftest": 5, "equiv.mtp": 5, "equiv.strategies": 5,
+    "equiv.commands": 6, "equiv.pytest": 6, "equiv.cli": 6, "equiv.__main__": 6, "equiv": 6,
+    "properties": 7,
 }
 
 
@@ -169,6 +170,7 @@ def up_a_layer(graph: dict) -> list:
 def test_the_layer_rule_can_fail():
     assert up_a_layer({"equiv.stats.fit": {"equiv.mtp.harness"}}) == [("equiv.stats.fit", "equiv.mtp.harness")]
     assert up_a_layer({"equiv.ops": {"equiv.ops.verify.op"}}) == [("equiv.ops", "equiv.ops.verify.op")]
+    assert up_a_layer({"equiv.run.suite": {"equiv.options"}}) == [("equiv.run.suite", "equiv.options")]
     assert up_a_layer({"equiv.ops.verify.judge": {"equiv.stats", "equiv.ops.draft_topk.paths"}}) == []
 
 

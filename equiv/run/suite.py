@@ -236,22 +236,22 @@ def start_properties(options, *, stage_timeout: float, select: str | None = None
                                   select=f"({select}) and ({part})" if select else part) for part in shards)
 
 
-def start_gate_suite(target, stages, *, limit: float, timeout: float | None, select: str, **options):
+def start_gate_suite(target, stages, *, limit: float, timeout: float | None, select: str, make_options,
+                     **options):
     """``(suite or None, stage time-out)`` for a gate of ``options["op"]``: the property suite on
     ``target`` started now when ``stages`` asks for it (``target`` a spec; a callable is judged in
-    this process and the suite gets none). The stage's time-out is ``limit``, or four calls'
-    ``timeout`` and two minutes when that is longer."""
-    from equiv.options import RunOptions
-
+    this process and the suite gets none), under ``make_options(spec, timeout=, **options)``
+    (``equiv.options.RunOptions.make``, handed down: it sits a floor above ``equiv.run``). The
+    stage's time-out is ``limit``, or four calls' ``timeout`` and two minutes when that is longer."""
     stage_timeout = limit if timeout is None else max(limit, 4 * timeout + 120)
     if "properties" not in stages:
         return None, stage_timeout
-    run = RunOptions.make(target if not callable(target) else None, timeout=timeout, **options)
+    run = make_options(target if not callable(target) else None, timeout=timeout, **options)
     return start_properties(run, stage_timeout=stage_timeout, select=select), stage_timeout
 
 
 def verifier_stages(target, loaded, stages, statistics, *, limit: float, timeout: float | None, select: str,
-                    progress=None, **options) -> tuple[list[Check], list[Stage]]:
+                    make_options, progress=None, **options) -> tuple[list[Check], list[Stage]]:
     """A verifier gate's checks and stages: when the verifier did not load (``loaded``, its
     abnormal outcome), one failed ``load`` check and every stage not run; else its property
     suite started first (``start_gate_suite``) and ``statistics(name, checks so far)`` beside it
@@ -259,7 +259,8 @@ def verifier_stages(target, loaded, stages, statistics, *, limit: float, timeout
     if loaded is not None:
         return ([Check("load", "load", False, f"the verifier {loaded.problem}", outcome=loaded.kind)],
                 [Stage(n, "not run", why="the verifier could not be loaded") for n in stages])
-    suite, stage_timeout = start_gate_suite(target, stages, limit=limit, timeout=timeout, select=select, **options)
+    suite, stage_timeout = start_gate_suite(target, stages, limit=limit, timeout=timeout, select=select,
+                                            make_options=make_options, **options)
     return staged(stages, suite, stage_timeout, statistics, progress)
 
 

@@ -42,6 +42,7 @@ from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.ops.verify.space import reach, table_lines
 from equiv.ops.verify.calls import calling_of
 from equiv.run.calling import reach as calling_reach
+from equiv.options import RunOptions
 from equiv.run import CandidateSpec, load_check, runner_for
 from equiv.run.suite import verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
@@ -140,6 +141,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify")))
         checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget],
                                        timeout=timeout, select="not verify_statistics", progress=progress, op="verify",
+                                       make_options=RunOptions.make,
                                        device=device, budget=budget, seed=seed, law=law)
     if progress:
         progress(len(stages), len(stages), "done")

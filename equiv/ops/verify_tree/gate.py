@@ -35,6 +35,7 @@ from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
 from equiv.ops.verify_tree.plans import BUDGETS, contract_cases, statistical_cases
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.ops.verify_tree.space import reach as tree_reach, table_lines as tree_table_lines
+from equiv.options import RunOptions
 from equiv.run import CandidateSpec, load_check, runner_for
 from equiv.run.calling import reach as calling_reach
 from equiv.run.suite import verifier_stages
@@ -121,6 +122,7 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify_tree")))
     checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
                                    select="not verify_tree_statistics", progress=progress, op="verify_tree",
+                                   make_options=RunOptions.make,
                                    device=device, budget=budget, seed=seed, drafts=drafts)
     if progress:
         progress(len(stages), len(stages), "done")
