@@ -17,7 +17,6 @@ from dataclasses import replace
 from equiv.checks import Stage
 from equiv.devices import resolve_device
 from equiv.memory import short_of_memory, suite_peaks, use_budget, with_suite_memory
-from equiv.mtp.stage import mtp_checks
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
 from equiv.run import faults
@@ -29,7 +28,15 @@ __all__ = ["GateResult", "run_gate"]
 
 # Stages that a feature above the ops runs for an op whose plan names them (the draft top-k's
 # ``mtp``); an op's gate receives them, since an op may not import a feature.
-FEATURE_STAGES = {"mtp": mtp_checks}
+def _mtp_checks(*args, **kwargs):
+    # equiv.mtp imports torch at its top: 2.9 s (-X importtime, busy 2-core CPU; ~1.2 s idle) that
+    # would hold back every gate's property suite; a gate that runs the mtp stage pays it there
+    from equiv.mtp.stage import mtp_checks
+
+    return mtp_checks(*args, **kwargs)
+
+
+FEATURE_STAGES = {"mtp": _mtp_checks}
 
 
 def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", dtypes=None,

@@ -6,9 +6,9 @@ Plan
   ``--equiv-max-gpu-memory``) bounds the device memory a gate's calls may take: 8 GiB by default
   (``DEFAULT_MAX_GPU_MEMORY``; CI cards hold 16-48 GiB and two gates may share one).
   ``parse_memory`` reads ``8GiB``, ``512MiB``, ``1.5GB`` or plain bytes and refuses anything else
-  in one line. The budget in force is process-wide (``use_budget`` / ``budget``): the gate, the
-  library's ``check`` and the plugin set it from their options, so the property suite's process
-  gets the gate's (its ``--equiv-max-gpu-memory``). On the CPU the device *is* the host: a
+  in one line. The budget in force is process-wide (``use_budget`` / ``budget``): the gate
+  (``equiv.gate.run_gate``), ``equiv check`` and the plugin set it from their options, so the
+  property suite's process gets the gate's (its ``--equiv-max-gpu-memory``). On the CPU the device *is* the host: a
   call's budget is then at most ``HOST_CALL_BYTES`` (1 GiB), so that a quick gate's host peak,
   the verdict process's tables and the suite's process beside it included, stays under 4 GiB
   (the chain verifier's statistics held 5.75 GB in one call of 382 rows at V = 262144 before).

@@ -117,15 +117,19 @@ class Poller:
 
 
 def json_peaks(doc: dict) -> tuple:
-    """``(stage seconds, stage torch peaks, gate torch peak or None)`` from a gate's JSON."""
+    """``(stage seconds, stage torch GPU peaks, gate torch GPU peak, gate host peak)`` from a
+    gate's JSON (the peaks None where the checkout records none): a gate's peak is its property
+    suite's plus its largest other stage's, as they run side by side."""
     stages = doc.get("stages", {})
     seconds = {name: st.get("seconds") for name, st in stages.items() if st.get("status") in ("pass", "FAIL")}
-    gpu = {name: (st.get("memory") or {}).get("gpu_peak_bytes") for name, st in stages.items()}
-    gpu = {k: v for k, v in gpu.items() if v is not None}
-    if not gpu:
-        return seconds, gpu, None
-    others = [v for k, v in gpu.items() if k != "properties"]
-    return seconds, gpu, gpu.get("properties", 0) + (max(others) if others else 0)
+
+    def gate_peak(key):
+        got = {name: (st.get("memory") or {}).get(key) for name, st in stages.items()}
+        got = {k: v for k, v in got.items() if v is not None}
+        others = [v for k, v in got.items() if k != "properties"]
+        return got, (got.get("properties", 0) + (max(others) if others else 0)) if got else None
+    gpu, gpu_peak = gate_peak("gpu_peak_bytes")
+    return seconds, gpu, gpu_peak, gate_peak("host_peak_bytes")[1]
 
 
 def run_gate(tree: Path, op: str, candidate: str, device: str, extra: list, out: Path, poll_s: float,
@@ -161,10 +165,11 @@ def run_gate(tree: Path, op: str, candidate: str, device: str, extra: list, out:
         doc = json.loads(out.with_suffix(".json").read_text())
     except (OSError, ValueError):
         doc = {}
-    seconds, stage_gpu, gate_gpu = json_peaks(doc)
+    seconds, stage_gpu, gate_gpu, gate_host = json_peaks(doc)
     return {"op": op, "candidate": candidate, "command": " ".join(cmd[1:]), "rc": rc, "wall_s": round(wall, 3),
             "verdict": doc.get("verdict") or ({True: "pass", False: "fail"}.get(doc.get("passed")) if doc else "none"),
             "stage_s": seconds, "stage_torch_gpu_bytes": stage_gpu, "torch_gpu_bytes": gate_gpu,
+            "json_host_bytes": gate_host,
             "smi_gpu_all_bytes": poller.gpu_all, "smi_gpu_tree_bytes": poller.gpu_tree,
             "host_tree_bytes": poller.host_tree, "host_largest_bytes": int(rusage.ru_maxrss) * 1024}
 
@@ -196,10 +201,11 @@ def _median(values):
 
 
 def table(records: list, labels: list, ops: list) -> list:
-    stages = sorted({s for r in records for s in r["stage_s"]})
+    stages = sorted({s for r in records for s in r["stage_s"]}, key=lambda s: (s != "properties", s))
     head = (["op", "checkout", "runs", "whole command s (median, min-max)"] + [f"{s} s" for s in stages]
             + ["GPU peak, every process (nvidia-smi) GiB", "GPU peak, gate's processes (nvidia-smi) GiB",
-               "torch peak (JSON) GiB", "host peak, gate's processes GiB", "host peak, largest process GiB",
+               "torch peak (JSON) GiB", "host peak, gate's processes GiB", "host peak (JSON) GiB",
+               "host peak, largest process GiB",
                "verdicts"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for op in ops:
@@ -214,6 +220,7 @@ def table(records: list, labels: list, ops: list) -> list:
                 cells.append("-" if m is None else f"{m:.1f}")
             cells += [_gib(_median([r["smi_gpu_all_bytes"] for r in rs])), _gib(_median([r["smi_gpu_tree_bytes"] for r in rs])),
                       _gib(_median([r["torch_gpu_bytes"] for r in rs])), _gib(_median([r["host_tree_bytes"] for r in rs])),
+                      _gib(_median([r.get("json_host_bytes") for r in rs])),
                       _gib(_median([r["host_largest_bytes"] for r in rs])),
                       ", ".join(f"{v} x{n}" for v, n in sorted(_count(r["verdict"] for r in rs).items()))]
             lines.append("| " + " | ".join(cells) + " |")
@@ -291,7 +298,7 @@ def main(argv=None) -> int:
               "the others). GPU peaks from nvidia-smi polled every "
               f"{args.poll_ms} ms; torch peak: the JSON's per-stage torch.cuda.max_memory_allocated summed over "
               "the processes (properties + the largest other stage); host peaks: the gate's process tree's resident "
-              "memory polled, and the largest single process (wait4)."]
+              "memory polled, the JSON's per-stage peaks summed the same way, and the largest single process (wait4)."]
     (out / "gate_bench.md").write_text("\n".join(lines) + "\n")
     (out / "gate_bench.json").write_text(json.dumps({**info, "records": records}, indent=1))
     print("\n".join(lines))

@@ -47,6 +47,14 @@ def test_naming_a_builtin_path_loads_no_torch(op, name):
     assert out.stdout.split() == ["False"], out.stderr
 
 
+def test_the_gate_loads_no_torch_before_its_suite():
+    # equiv.mtp (the draft gate's mtp stage) imports torch at its top: the gate imports it when
+    # the stage runs, so that the property suite starts without waiting for torch
+    code = "import sys, equiv.gate, equiv.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False"], out.stderr
+
+
 @pytest.mark.parametrize("op", ["verify", "verify_tree"])
 def test_an_ops_builtin_names_are_its_paths(op):
     # the op declares its built-in names (no torch); its paths module holds the functions

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from equiv.errors import InvalidArgument
 
@@ -102,8 +103,6 @@ class CompactTrace:
 
 def top_rows(logits, k: int):
     """``(topi, topv, lse)`` of float rows ``[..., V]`` (torch or NumPy), as the format stores them."""
-    import torch
-
     x = torch.as_tensor(logits).float()
     V = x.shape[-1]
     k = min(k, V)
@@ -116,8 +115,6 @@ def top_rows(logits, k: int):
 
 def rows(topi, topv, lse, vocab: int):
     """Rebuild ``[..., V]`` float32 logits from stored rows (torch tensors; module docstring)."""
-    import torch
-
     v = topv.float()
     lse = lse.float()
     k = v.shape[-1]
@@ -134,8 +131,6 @@ def rows(topi, topv, lse, vocab: int):
 
 def _as_float(array, logits_dtype: str):
     """float32 torch tensor of a /1 trace's logits (bfloat16 is stored as its raw uint16 bits)."""
-    import torch
-
     if logits_dtype == "bfloat16":
         return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16).float()
     return torch.from_numpy(np.ascontiguousarray(array)).float()
@@ -173,8 +168,6 @@ def compact(trace, k: int = DEFAULT_K, meta: dict | None = None) -> CompactTrace
 
 def validate_compact(tr: CompactTrace) -> CompactTrace:
     """Shapes, dtypes, index ranges, and every token the argmax of its rebuilt target row."""
-    import torch
-
     N, T = tr.tokens.shape
     k = tr.k
     if tr.lengths.shape != (N,) or (tr.lengths < 0).any() or (tr.lengths > T).any():

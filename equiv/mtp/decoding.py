@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from equiv.errors import EquivError
 from equiv.mtp.models import uniforms
@@ -81,8 +82,6 @@ def call_path(path, logits, k: int, name: str):
     ``topk_p`` float32, float64 or the input dtype; ``topk_index`` int64; any strides), returned
     as fresh dense ``(float32, int64)`` copies: the rounds below ``view`` and keep the outputs
     across calls."""
-    import torch
-
     out = path(logits, k)
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise EquivError(f"path {name!r} returned {type(out).__name__}, not (topk_p, topk_index)")
@@ -106,14 +105,10 @@ def call_path(path, logits, k: int, name: str):
 
 
 def _invalid(p, idx, vocab):
-    import torch
-
     return ((idx < 0) | (idx >= vocab) | torch.isnan(p)).sum()
 
 
 def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows, pos, verify=None, rnd=0):
-    import torch
-
     V = model.vocab
     drafts, probs, ctxs, invalid = [], [], [ctx], 0
     c = ctx
@@ -170,8 +165,6 @@ def _chain_round(model, path, name, ctx, consumer, steps, threshold, seed, rows,
 
 def _tree_round(model, path, name, ctx, steps, topk, tree_tokens, tree_verify=None, seed=0, rnd=0,
                 root_token=None):
-    import torch
-
     V, B, K = model.vocab, ctx.shape[0], topk
     dev = ctx.device
     p, idx = call_path(path, model.draft_logits(ctx, 0), K, name)
@@ -250,8 +243,6 @@ def _verified_tree(tree_verify, sel_parent, sel_tok, tlogits, steps, seed, root_
     real children from the root, the drafts' tokens along it, then one token in ``[0, V)``.
     Returns ``(accepted, drafted [B, steps], bonus, last accepted node, optimum)``, ``optimum`` the
     expected count of the optimal lossless rule on this tree."""
-    import torch
-
     B, n = sel_tok.shape
     V = tlogits.shape[-1]
     dev = sel_tok.device
@@ -316,8 +307,6 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
            name: str = "path", threshold: float = CONFIDENCE_THRESHOLD, tree_topk: int = TREE_TOPK,
            tree_tokens: int = TREE_TOKENS, verify=None, tree_verify=None) -> DecodeOutcome:
     """Run ``rounds`` verify rounds of ``consumer`` with ``path`` drafting (module docstring)."""
-    import torch
-
     with torch.inference_mode():
         ctx = model.initial_contexts(sequences)
         dev, B = ctx.device, ctx.shape[0]
@@ -368,8 +357,6 @@ def decode(model, path, consumer: str, *, steps: int, rounds: int, sequences: in
 
 def greedy_reference(model, sequences: int, length: int):
     """Plain target-only greedy decoding: ``[sequences, length]`` tokens (CPU numpy)."""
-    import torch
-
     with torch.inference_mode():
         ctx = model.initial_contexts(sequences)
         out = []
@@ -386,8 +373,6 @@ def sample_reference(model, sequences: int, length: int, seed: int):
     """Plain sampling from the target: ``[sequences, length]`` tokens (CPU numpy), each drawn by
     inverse CDF with uniforms keyed (seed, row, position) on a stream of their own, so they are
     independent of every speculative decode's."""
-    import torch
-
     with torch.inference_mode():
         ctx = model.initial_contexts(sequences)
         rows = torch.arange(sequences, device=ctx.device)

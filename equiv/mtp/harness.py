@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import torch
 
 from equiv.devices import resolve_device
 from equiv.errors import EquivError, InvalidArgument, UsageError
@@ -244,8 +245,6 @@ def _not_applicable(cand, consumer, model, tree_topk):
 
 
 def _sampling_lossless(model, outcome, seed):
-    import torch
-
     tokens, lengths = outcome.tokens, outcome.lengths
     groups = np.concatenate(round_offsets(outcome))
     if hasattr(model, "token_pit"):              # a real model: its law after each context

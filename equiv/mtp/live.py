@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 
 from equiv.errors import InvalidArgument
 from equiv.fixtures import path as fixture
@@ -107,8 +108,6 @@ def top1_distribution(lm, sequences: int, length: int, replicas: int = 0, seed: 
     """The target's top-1 probability at every position of greedy decoding (and of plain
     sampling with ``replicas`` seeds a prompt) of ``lm``'s first ``sequences`` prompts, binned in
     the draft gate's ``confident`` bands (the draft op's ``features("confidence_bands")``)."""
-    import torch
-
     def walk(tokens):
         ctx, out = lm.initial_contexts(tokens.shape[0]), []
         with torch.inference_mode():
@@ -138,8 +137,6 @@ def record_lm(lm, sequences: int, length: int, steps: int = 3, *, full: bool = F
     KV cache (an ``equiv.mtp.real.RealLM``: one batched step a token): a ``CompactTrace``, or the
     full ``Trace`` (float32) with ``full=True``. A self-draft's row at depth ``j`` of a round at
     ``t`` is its row after position ``t + j``."""
-    import torch
-
     with torch.inference_mode():
         ctx = lm.initial_contexts(sequences)
         targets, drafts, tokens = [], [], []

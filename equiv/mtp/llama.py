@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 LOGIT_BLOCK = 64
 
 
 def _rms(x, w, eps):
-    import torch
-
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w).to(x.dtype)
 
@@ -34,8 +34,6 @@ class LlamaRunner:
     """Weights plus a KV pool; see the module docstring."""
 
     def __init__(self, cfg, tensors, *, dtype="float32", device="cpu", exit_layers=(), capacity=1024):
-        import torch
-
         self.cfg = cfg
         self.dtype = getattr(torch, dtype)
         self.device = torch.device(device)
@@ -64,8 +62,6 @@ class LlamaRunner:
         self._grow(capacity)
 
     def _grow(self, capacity):
-        import torch
-
         cfg = self.cfg
         new = max(capacity, 2 * self.capacity)
         shape = (new, cfg.kv_heads, cfg.head_dim)
@@ -80,8 +76,6 @@ class LlamaRunner:
         self.capacity = new
 
     def _rope(self, x, positions):
-        import torch
-
         ang = positions.to(torch.float64)[:, None] * self.inv_freq[None, :]         # [N, hd/2]
         cos, sin = ang.cos().float()[:, None, :], ang.sin().float()[:, None, :]
         xf = x.float()
@@ -93,8 +87,6 @@ class LlamaRunner:
         """Run new nodes. ``tokens``, ``positions``, ``slots``: ``[N]`` int64; ``ancestors``:
         ``[N, L]`` slots (itself included), ``mask`` ``[N, L]`` bool (False: padding). Returns
         ``{"final": [N, D], L: [N, D] for L in exit_layers}`` normalised hidden states."""
-        import torch
-
         cfg = self.cfg
         need = int(slots.max()) + 1 if slots.numel() else 0
         if need > self.capacity:
@@ -131,8 +123,6 @@ class LlamaRunner:
     def logits(self, hidden):
         """``[N, V]`` float32 logits of normalised hidden states, in blocks of ``LOGIT_BLOCK`` rows
         (row results independent of the other rows of the call)."""
-        import torch
-
         n = hidden.shape[0]
         pad = (-n) % LOGIT_BLOCK
         h = torch.cat([hidden.to(self.dtype), hidden.new_zeros((pad, hidden.shape[1]), dtype=self.dtype)])

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from equiv.validation import check_float, check_int
 
 P31 = 2**31 - 1
@@ -61,16 +63,12 @@ def _salted(x, salt: int):
 
 def next_context(ctx, tokens):
     """The context after appending ``tokens`` (any int64, even out of range) to ``ctx``."""
-    import torch
-
     t = torch.remainder(tokens.to(torch.int64), P31)
     return _mix((ctx * 48271 + t + 1) % P31)
 
 
 def initial_contexts(seed: int, n: int, device):
     """``n`` distinct prompt contexts for ``seed``."""
-    import torch
-
     rows = torch.arange(n, dtype=torch.int64, device=device)
     return _mix((_mix(torch.full_like(rows, seed % P31)) * 69069 + rows) % P31)
 
@@ -92,8 +90,6 @@ class _Windows:
     the plain one is used (correct everywhere, one int64 index tensor more per read)."""
 
     def __init__(self, table, width: int):
-        import torch
-
         self.table, self.width = table, width
         self._view = table.unfold(1, width, 1)
         self._arange = torch.arange(width, device=table.device)
@@ -125,8 +121,6 @@ class SyntheticLM:
 
     def __init__(self, vocab: int = 129280, *, seed: int = 0, device="cpu",
                  draft_sigma: float = DRAFT_SIGMA):
-        import torch
-
         self.vocab = check_int("vocab", vocab, min_value=2)
         self.seed = check_int("seed", seed, min_value=0)
         self.draft_sigma = check_float("draft_sigma", draft_sigma, min_value=0.0)
@@ -184,8 +178,6 @@ class SyntheticLM:
     def rank_of(self, ctx, tokens):
         """Rank (0 = most likely) of each token under the target after its context; -1 if the
         token is outside [0, V)."""
-        import torch
-
         V = self.vocab
         tokens = tokens.to(torch.int64)
         valid = (tokens >= 0) & (tokens < V)
@@ -212,6 +204,4 @@ class SyntheticLM:
 
 def torch_log_or_zero(p):
     """``log(p)`` with ``log(0)`` read as 0 (so that ``0 * log 0 = 0`` in entropies)."""
-    import torch
-
     return torch.where(p > 0, torch.log(p.clamp_min(math.ulp(0.0))), torch.zeros_like(p))

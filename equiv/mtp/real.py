@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
+import torch
 
 from equiv.errors import InvalidArgument
 from equiv.mtp.llama import LlamaRunner
@@ -63,8 +64,6 @@ class RealLM:
 
     def __init__(self, prompts, *, draft: str = DEFAULT_DRAFT, device: str = "cpu", path=None,
                  tokenizer=None):
-        import torch
-
         if not prompts:
             raise InvalidArgument("prompts is empty: give at least one prompt")
         cfg, tensors = load_weights(path)
@@ -121,8 +120,6 @@ class RealLM:
 
     # -- computing nodes -------------------------------------------------------------------
     def _ensure(self, runner, nodes) -> None:
-        import torch
-
         done = self._done[id(runner)]
         todo, seen = [], set()
         for n in nodes:
@@ -157,8 +154,6 @@ class RealLM:
     def _logits(self, runner, key, ctx):
         """Logits rows of the nodes ``ctx``; the last ``LOGIT_CACHE`` rows made are kept, so the
         paths and consumers that read a prefix after the first do not multiply again."""
-        import torch
-
         nodes = ctx.reshape(-1).tolist()
         self._ensure(runner, nodes)
         tag = (id(runner), key)
@@ -184,14 +179,10 @@ class RealLM:
         return True
 
     def initial_contexts(self, n: int):
-        import torch
-
         return torch.tensor([self._prompt_nodes[b % self.prompts] for b in range(n)],
                             dtype=torch.int64, device=self.device)
 
     def next_context(self, ctx, tokens):
-        import torch
-
         c, t = ctx.reshape(-1).tolist(), tokens.reshape(-1).clamp(0, self.vocab - 1).tolist()
         out = [self._child(a, b) for a, b in zip(c, t)]
         return torch.tensor(out, dtype=torch.int64, device=ctx.device).view(ctx.shape)
@@ -208,8 +199,6 @@ class RealLM:
     def token_pit(self, outcome, rng) -> np.ndarray:
         """Randomized PIT ``F(token - 1) + U * p(token)`` of every emitted token under the target
         after its context, in emission order per sequence (``outcome``: a ``DecodeOutcome``)."""
-        import torch
-
         tokens, lengths = outcome.tokens, outcome.lengths
         ctx = self.initial_contexts(tokens.shape[0])
         out = []

@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from equiv.atomic import atomic_write
 from equiv.errors import InvalidArgument
@@ -78,16 +79,12 @@ class Trace:
 
 
 def _to_torch(array, logits_dtype: str):
-    import torch
-
     if logits_dtype == "bfloat16":
         return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def _to_numpy(tensor, logits_dtype: str):
-    import torch
-
     t = tensor.detach().cpu().to(getattr(torch, logits_dtype))
     if logits_dtype == "bfloat16":
         return t.view(torch.int16).numpy().view(np.uint16)
@@ -96,8 +93,6 @@ def _to_numpy(tensor, logits_dtype: str):
 
 def validate(trace: Trace) -> Trace:
     """Check shapes, dtypes and that every token is its target's argmax; returns the trace."""
-    import torch
-
     tok, lens, tgt, dft = trace.tokens, trace.lengths, trace.target_logits, trace.draft_logits
     if trace.logits_dtype not in LOGITS_DTYPES:
         raise InvalidArgument(f"trace logits_dtype={trace.logits_dtype!r} is unknown: "
@@ -196,8 +191,6 @@ def record_trace(target, draft, prompts, length: int, steps: int = 3, *,
     ``[1, L, V]``. ``target`` generates ``length`` tokens greedily after each prompt (a list of
     token-id lists); ``draft`` (causal: position ``i`` sees ids ``0..i``) is run teacher-forced
     over each result once per depth, with ``depth=j`` when it takes a ``depth`` argument."""
-    import torch
-
     if logits_dtype not in LOGITS_DTYPES:
         raise InvalidArgument(f"logits_dtype={logits_dtype!r} is unknown: choose from "
                               f"{', '.join(LOGITS_DTYPES)}")
@@ -240,8 +233,6 @@ class TraceLM:
     kind = "trace"
 
     def __init__(self, trace: Trace, device="cpu"):
-        import torch
-
         self.trace = trace
         self.vocab = trace.vocab
         self.device = torch.device(device)
@@ -261,15 +252,11 @@ class TraceLM:
         return consumer in TRACE_CONSUMERS
 
     def initial_contexts(self, n: int):
-        import torch
-
         if n > self.trace.sequences:
             raise InvalidArgument(f"sequences={n} is more than the trace's {self.trace.sequences}")
         return torch.arange(n, dtype=torch.int64, device=self.device) * (self._T + 1)
 
     def next_context(self, ctx, tokens):
-        import torch
-
         return torch.where(ctx % (self._T + 1) < self._T, ctx + 1, ctx)    # stays at the end
 
     def _split(self, ctx):
