@@ -94,7 +94,7 @@ EAGLE_VOCABS = tuple(v for v in PAST_100K if v <= 152064)
 # the EAGLE slot's rows (calls x rows per call) and rows per call by device: a CPU affords a few
 # hundred at V ~ 150000 (docs/verify_tree.md: the power this buys)
 EAGLE_ROWS = {"cpu": 400, "cuda": 6000}
-EAGLE_BATCH = {"cpu": (13, 20), "cuda": (61, 67)}
+EAGLE_BATCH = {"cpu": (13, 20), "cuda": (65, 71)}
 SLOTS = ("deep exact", "peaked", "wide", "deep", "small batches", "wide vocab", "far", "greedy", "eagle",
          "mid vocab", "roots")                    # full: + "tail"
 
@@ -103,6 +103,11 @@ def _draw_batch(rng, low: int, high: int) -> int:
     """A batch in ``[low, high]`` with rows past its last multiple of 32 (and so of 64)."""
     b = int(rng.integers(low, high + 1))
     return b + int(rng.integers(1, 32)) if b % 32 == 0 else b
+
+
+def _cap(b: int) -> int:
+    """``b``, or one row less when it is a multiple of 32 (batches keep rows past their last block)."""
+    return b - 1 if b % 32 == 0 else b
 
 
 def _slots(rng_of, scale: int, device: str = "cpu") -> list:
@@ -121,7 +126,7 @@ def _slots(rng_of, scale: int, device: str = "cpu") -> list:
     r = rng_of(2)   # wide levels: fan-out 5..8
     f = int(r.integers(5, MAX_FANOUT + 1))
     out.append(("wide", dict(family="realistic", vocab=space.draw_vocab(r, 100, 600), depth=1, fanout=f,
-                             nodes=f + 1, batch=min(_draw_batch(r, 3000, 4000), 36001 // (f + 1)) * scale), 1))
+                             nodes=f + 1, batch=min(_draw_batch(r, 3000, 4000), _cap(36000 // (f + 1))) * scale), 1))
     r = rng_of(3)   # deep trees at a realistic vocabulary: ragged truncated ones, or realistic with holes
     d = int(r.integers(4, MAX_DEPTH + 1))
     fam = "truncated" if r.random() < 0.5 else "realistic"
