@@ -59,8 +59,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from equiv.recipe_text import recipe_parse, recipe_str
-from equiv.validation import check_choice, check_float, check_int
+from equiv.recipe_text import RecipeText, choice, integer, real
 
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
             "bf16_rounded")
@@ -86,55 +85,28 @@ class Problems:
 
 
 @dataclass(frozen=True)
-class VerifyRecipe:
+class VerifyRecipe(RecipeText):
     """A replayable description of the verifier's inputs (module docstring)."""
 
-    family: str = "realistic"
-    seed: int = 0
-    batch: int = 8
-    n: int = 3
-    vocab: int = 129280
-    problems: int = 4
-    noise: float = 1.0
-    draft: str = "probs"
-    ties: int = 2
-    pad: int = 0
-    drafts: str = "fixed"
-    part: int = 0
-    offset: int = 0
-
-    def __post_init__(self):
-        check_choice("family", self.family, FAMILIES)
-        check_choice("draft", self.draft, DRAFTS)
-        check_choice("drafts", self.drafts, DRAFT_MODES)
-        check_int("seed", self.seed, min_value=0)
-        check_int("batch", self.batch, min_value=1)
-        check_int("n", self.n, min_value=1, max_value=16)
-        check_int("vocab", self.vocab, min_value=2 if self.family == "disjoint" else 1)
-        check_int("problems", self.problems, min_value=1)
-        check_int("ties", self.ties, min_value=2)
-        check_int("pad", self.pad, min_value=0)
-        check_int("part", self.part, min_value=0)
-        check_int("offset", self.offset, min_value=0)
-        check_float("noise", self.noise, min_value=0.0)
+    ALWAYS = ("seed", "batch", "n", "vocab")
+    WHAT = "verify recipe"
+    family: str = choice("realistic", FAMILIES)
+    seed: int = integer(0, min=0)
+    batch: int = integer(8, min=1)
+    n: int = integer(3, min=1, max=16)
+    vocab: int = integer(129280, min=lambda r: 2 if r.family == "disjoint" else 1)
+    problems: int = integer(4, min=1)
+    noise: float = real(1.0, min=0.0)
+    draft: str = choice("probs", DRAFTS)
+    ties: int = integer(2, min=2)
+    pad: int = integer(0, min=0)
+    drafts: str = choice("fixed", DRAFT_MODES)
+    part: int = integer(0, min=0)
+    offset: int = integer(0, min=0)
 
     @property
     def n_problems(self) -> int:
         return min(self.problems, self.batch)
-
-    def __str__(self) -> str:
-        return recipe_str(self, always=("seed", "batch", "n", "vocab"))
-
-    @classmethod
-    def parse(cls, text: str) -> "VerifyRecipe":
-        """Inverse of ``str``: ``family:key=value,...`` (every key optional)."""
-        return recipe_parse(cls, text, what="verify recipe")
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(f"VerifyRecipe.parse({str(self)!r})")
-
-    def with_(self, **changes) -> "VerifyRecipe":
-        return replace(self, **changes)
 
     def rows(self) -> np.ndarray:
         """The problem each row copies: ``[batch]`` int64."""

@@ -69,14 +69,13 @@ positive draft probability under its parent's law. The judge's exact laws (``Tre
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.errors import InvalidArgument
-from equiv.recipe_text import recipe_parse, recipe_str
-from equiv.validation import check_choice, check_int
+from equiv.recipe_text import RecipeText, choice, integer
 
 FAMILIES = ("realistic", "truncated", "onehot_target", "flat", "flat_far", "peaked", "sparse")
 CONSTRUCTIONS = ("topk", "iid", "wor")
@@ -91,50 +90,30 @@ SPARSE_SUPPORT = (200, 401)                # the sparse family's tokens per law:
 
 
 @dataclass(frozen=True)
-class TreeRecipe:
+class TreeRecipe(RecipeText):
     """A replayable description of the tree verifier's inputs (module docstring)."""
 
-    family: str = "realistic"
-    seed: int = 0
-    batch: int = 8
-    vocab: int = 1024
-    nodes: int = 8
-    depth: int = 3
-    fanout: int = 3
-    drafts: str = "topk"
-    ragged: int = 0
-    probs: int = 1
-    problems: int = 0
-    holes: int = 0
-    eagle: int = 0
+    ALWAYS = ("seed", "batch", "vocab", "nodes", "depth", "fanout", "drafts")
+    WHAT = "verify_tree recipe"
+    family: str = choice("realistic", FAMILIES)
+    seed: int = integer(0, min=0)
+    batch: int = integer(8, min=1)
+    vocab: int = integer(1024, min=2)
+    nodes: int = integer(8, min=1)                   # no ceilings: memory bounds a recipe, not a list
+    depth: int = integer(3, min=0)
+    fanout: int = integer(3, min=1, max=lambda r: None if r.drafts == "iid" else r.vocab)
+    drafts: str = choice("topk", CONSTRUCTIONS)
+    ragged: int = integer(0, min=0, max=1)
+    probs: int = integer(1, min=0, max=1)
+    problems: int = integer(0, min=0)
+    holes: int = integer(0, min=0, max=1)
+    eagle: int = integer(0, min=0, max=1)
 
     def __post_init__(self):
-        check_choice("family", self.family, FAMILIES)
-        check_choice("drafts", self.drafts, CONSTRUCTIONS)
-        check_int("seed", self.seed, min_value=0)
-        check_int("batch", self.batch, min_value=1)
-        check_int("vocab", self.vocab, min_value=2)
-        check_int("nodes", self.nodes, min_value=1)          # no ceilings: memory bounds a recipe, not a list
-        check_int("depth", self.depth, min_value=0)
-        check_int("fanout", self.fanout, min_value=1, max_value=None if self.drafts == "iid" else self.vocab)
-        check_int("ragged", self.ragged, min_value=0, max_value=1)
-        check_int("holes", self.holes, min_value=0, max_value=1)
-        check_int("eagle", self.eagle, min_value=0, max_value=1)
+        super().__post_init__()
         if self.eagle and self.drafts != "topk":
             raise InvalidArgument(f"eagle=1 with drafts={self.drafts} is invalid: an EAGLE tree is drafted "
                                   f"top-k (drafts=topk), or use eagle=0 for {self.drafts} trees")
-        check_int("probs", self.probs, min_value=0, max_value=1)
-        check_int("problems", self.problems, min_value=0)
-
-    def __str__(self) -> str:
-        return recipe_str(self, always=("seed", "batch", "vocab", "nodes", "depth", "fanout", "drafts"))
-
-    @classmethod
-    def parse(cls, text: str) -> "TreeRecipe":
-        return recipe_parse(cls, text, what="verify_tree recipe")
-
-    def with_(self, **changes) -> "TreeRecipe":
-        return replace(self, **changes)
 
     @property
     def n_problems(self) -> int:
