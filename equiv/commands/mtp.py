@@ -11,6 +11,8 @@ import time
 
 from equiv.commands import (BUDGETS, add_device, add_json, add_seed, add_timeout, check_outputs,
                              listed, one_of, write_json)
+from equiv.run.timeouts import parse_timeout
+from equiv.validation import check_choice
 
 CONSUMERS = ("greedy", "target_only", "confidence", "tree")
 _HARNESS_BUDGET = {"quick": "quick", "full": "default"}
@@ -61,18 +63,15 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from equiv.mtp import run_mtp
-    from equiv.mtp.live import format_end_to_end
-    from equiv.mtp.report import format_table, summary_line, write_plot
-    from equiv.validation import check_choice
+    # equiv.mtp imports torch at its top: 2.9 s (-X importtime, busy 2-core CPU; ~1.2 s idle) that
+    # every other command (and --help) would pay if this were at the top
+    from equiv.mtp import live, report, run_mtp
 
     check_outputs(json=args.json_out, plot=args.plot)
     budget = _HARNESS_BUDGET[check_choice("budget", args.budget, BUDGETS)]
     optional = {k: v for k, v in (("threshold", args.threshold), ("tree_topk", args.tree_topk),
                                   ("tree_tokens", args.tree_tokens)) if v is not None}
     start = time.monotonic()
-    from equiv.run.timeouts import parse_timeout
-
     with args.console.progress("equiv mtp") as bar:
         result = run_mtp(args.paths, args.consumers, steps=args.steps, vocab=args.vocab,
                          sequences=args.sequences, rounds=args.rounds, seed=args.seed,
@@ -82,13 +81,13 @@ def run(args) -> int:
     elapsed = time.monotonic() - start
     for note in result.notes:
         args.console.note(f"note: {note}")
-    args.console.out(format_table(result))
+    args.console.out(report.format_table(result))
     if result.end_to_end is not None:
-        args.console.out(format_end_to_end(result.end_to_end))
-    args.console.out(summary_line(result) + f" ({elapsed:.1f} s)")
+        args.console.out(live.format_end_to_end(result.end_to_end))
+    args.console.out(report.summary_line(result) + f" ({elapsed:.1f} s)")
     write_json(args, result.to_json())
     if args.plot:
-        write_plot(result, args.plot)
+        report.write_plot(result, args.plot)
     for r in result.failures:
         args.console.out(f"REPRO: {r.repro}")
     return 0 if result.passed else 1
