@@ -57,7 +57,7 @@ def run(args) -> int:
     check_outputs(out=args.out)
     fmt = check_choice("format", args.format, FORMATS)
     records = _read_mtp(args.mtp_json) if args.mtp_json else None    # a bad file: exit 2, before any work
-    from equiv.mtp.report import html_section    # here, not above: it loads scipy.stats, ~0.5-2 s of every command's start
+    from equiv.mtp.report import html_section    # here: equiv.mtp loads torch, 2.9 s (-X importtime, busy CPU)
 
     mtp = html_section(records) if records and fmt == "html" else None
     with args.console.progress("equiv report", unit="case") as bar:

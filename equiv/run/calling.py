@@ -3,7 +3,7 @@
 An engine calls a kernel in ways a test that builds fresh inputs and calls once never does: under
 ``torch.inference_mode()`` or from a server's thread, on a static input buffer that a CUDA graph
 rewrites in place each step, on views of a wider padded buffer, with one generator kept per
-request. These are the same for every op (the calling dimensions): this module applies
+request. These are the same for every op (DESIGN.md, "Calling dimensions"): this module applies
 them to an op's call; an op only declares its inputs and what "other contents of the same
 geometry" are for it.
 
@@ -42,7 +42,8 @@ Plan
   classes). Each dimension's classes come in a seeded order, rotated by ``key``: cases of
   consecutive keys (a plan's cases) meet every class of a dimension within as many cases as it
   has classes. The contexts rotate over the calls of a case too; input ``i`` gets the layout
-  ``key + i``. The replay (the last call: the first seed again) runs in call 0's context with a
+  ``key + i``; a rewritten history, which costs a call more, comes in half the cases (the
+  history's order has ``fresh`` twice). The replay (the last call: the first seed again) runs in call 0's context with a
   fresh generator, so "same seed -> same output" still holds for every correct candidate.
   ``EQUIV_CALLING=plain`` in the environment deals the plain calling of before (caller's
   context, inputs as built, fresh generators, no history, outputs read after the last call):
@@ -151,7 +152,8 @@ def deal(key: int, calls: int, n_inputs: int, device="cpu") -> Calling:
     gens = tuple("kept" if j % 2 else "fresh" for j in range(judged))
     if calls > 1:                                # the replay: call 0's context, a fresh generator
         ctx, gens = ctx + ctx[:1], gens + ("fresh",)
-    histories, layouts = _order("history", HISTORIES), _order("layout", LAYOUTS)
+    # a rewritten history costs one more call (on the other contents): half the cases are fresh
+    histories, layouts = _order("history", HISTORIES[:1] + HISTORIES), _order("layout", LAYOUTS)
     return Calling(ctx, gens, histories[key % len(histories)],
                    tuple(layouts[(key + i) % len(layouts)] for i in range(n_inputs)))
 

@@ -58,14 +58,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.checks import Check
-from equiv.stats import sampling_fit
+from equiv.ops.verify import lossless
+from equiv.ops.verify.block_law import block_tests
 from equiv.ops.verify.calls import run_draws
+from equiv.ops.verify.independence import eligible, independence_check
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,
                                    pit_values, rank_fit, row_alpha, support_problem)
-from equiv.ops.verify.lossless import LOSSLESS_TVD_FLOOR, SCORE_FLOOR, score_tests
+from equiv.ops.verify.lossless import LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.ops.verify.tail import repeat_tests
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.stats import sampling_fit
+from equiv.validation import check_choice
 
 CHECKS = ("contract", "support", "greedy", "acceptance", "distribution", "tail")
 LOSSLESS_CHECKS = ("contract", "support", "greedy", "marginal", "joint", "tail")
@@ -205,8 +210,6 @@ def efficiency(recipe, outputs, law: _Law | None = None, stop=None) -> dict:
 
 
 def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
-    from equiv.ops.verify import lossless
-
     recipe = case.recipe
     if not draws.ok:
         found.fail("contract", case, (len(draws.outputs), None, f"the candidate {draws.problem}"),
@@ -386,9 +389,6 @@ def _acceptance_check(found, stats, repro) -> Check | None:
 
 
 def _statistical_checks(found: _Findings, stats: dict, repro: str | None) -> list:
-    from equiv.ops.verify.lossless import joint_tests
-    from equiv.ops.verify.tail import repeat_tests
-
     share = _SHARE[found.law]
     if not stats["cases"]:
         return []
@@ -445,8 +445,6 @@ class _Judging:
     of the cases), then the pooled tests (``verdict``)."""
 
     def __init__(self, spec: str, device: str, seed: int, law: str):
-        from equiv.validation import check_choice
-
         self.law = check_choice("law", law, LAWS)
         self.spec, self.device, self.seed = spec, device, seed
         self.found = _Findings(spec, device, self.law)
@@ -505,9 +503,6 @@ def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
     """``independence`` (independence.py) on the cases whose rows have identical inputs and
     ``block_law`` (block_law.py) on the statistical ones: one check each, present only where
     such cases ran (a recipe of the other kinds has nothing for them to judge)."""
-    from equiv.ops.verify.block_law import block_tests
-    from equiv.ops.verify.independence import eligible, independence_check
-
     pairs = list(zip(cases, drawn))
     out = independence_check([(c, d) for c, d in pairs if eligible(c, d)], found, judged)
     statistical = [(c, d) for c, d in pairs if c.statistical and c.recipe.drafts == "sampled"]

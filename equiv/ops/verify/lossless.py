@@ -62,7 +62,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from equiv.ops.verify.laws import RANK_EDGES, sorted_table
 from equiv.ops.verify.recipes import cdf_draw, problem_cache
+from equiv.ops.verify.tail import level_repeats
 from equiv.stats import bernstein_p, cells_test, pit
 
 JOINT_BINS = 4
@@ -76,8 +78,6 @@ SCORE_FLOOR = 0.002
 def target_table(recipe):
     """Each ``p_{i,j}`` (level ``i (n+1) + j``) normalised and sorted by decreasing probability,
     each token's rank, each rank cell's mass, and the CDF in vocabulary order (continuations)."""
-    from equiv.ops.verify.laws import sorted_table
-
     P, n, V = recipe.n_problems, recipe.n, recipe.vocab
     laws = recipe.make_problems().target.astype(np.float64).reshape(P * (n + 1), V)
     laws = laws / laws.sum(1, keepdims=True)
@@ -211,9 +211,6 @@ def continued(recipe, outputs, rng) -> tuple:
 def lossless_values(recipe, outputs, rng) -> dict:
     """The continued rows mapped to what the tests need (PITs, groups, rank cells, joint cells,
     tail repeats, scores)."""
-    from equiv.ops.verify.laws import RANK_EDGES
-    from equiv.ops.verify.tail import level_repeats
-
     sorted_laws, rank_of, cell_mass, _ = target_table(recipe)
     scores, mean, var, top = score_table(recipe)
     seq, level = continued(recipe, outputs, rng)

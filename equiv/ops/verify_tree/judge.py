@@ -61,7 +61,7 @@ from equiv.ops.verify.recipes import cdf_draw
 from equiv.ops.verify.tail import level_repeats, repeat_tests
 from equiv.ops.verify_tree.calls import run_draws
 from equiv.ops.verify_tree.children import children_score
-from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step
+from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step, tree_model
 from equiv.reference import verify_tree as ref
 from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
 
@@ -401,8 +401,6 @@ _TABLES: dict = {}
 def _tables(family, seed, vocab):
     key = (family, seed, vocab)
     if key not in _TABLES:
-        from equiv.ops.verify_tree.recipes import tree_model
-
         _TABLES.clear() if len(_TABLES) > 24 else None
         _TABLES[key] = sorted_table(tree_model(family, seed, vocab).target)
     return _TABLES[key]
