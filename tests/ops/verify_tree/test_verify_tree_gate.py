@@ -14,17 +14,17 @@ import sys
 import pytest
 
 from equiv.gate import run_gate
-from equiv.ops.verify_tree import plans
+from equiv.ops.verify_tree import gate
 
 from test_verify_tree_judge import small_cases
 
 
 @pytest.fixture
 def small_plan(monkeypatch):
-    def small(budget="quick", drafts="topk", seed=0, targets="any"):
+    def small(budget="quick", drafts="topk", seed=0, targets="any", **_):
         cases = small_cases(drafts, seed)
         return [c for c in cases if c.recipe.family == "onehot_target"] if targets == "onehot" else cases
-    monkeypatch.setattr(plans, "statistical_cases", small)
+    monkeypatch.setattr(gate, "statistical_cases", small)      # the gate's plan (imported at its top)
 
 
 def test_builtin_passes_its_declaration_and_fails_another(small_plan):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from equiv.gate import run_gate
-from equiv.ops.verify_tree import paths, plans
+from equiv.ops.verify_tree import gate, paths
 from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.judge import run_judge
 from equiv.ops.verify_tree.recipes import TreeRecipe
@@ -80,9 +80,9 @@ def test_shared_randomness_fails_with_its_cause(name, cause, label):
 
 @pytest.fixture
 def small_plan(monkeypatch):
-    def small(budget="quick", drafts="topk", seed=0, targets="any"):
+    def small(budget="quick", drafts="topk", seed=0, targets="any", **_):
         return small_cases(drafts, seed)
-    monkeypatch.setattr(plans, "statistical_cases", small)
+    monkeypatch.setattr(gate, "statistical_cases", small)      # the gate's plan (imported at its top)
 
 
 def test_the_gate_names_the_cause_in_console_json_and_repro(small_plan):
