@@ -167,6 +167,7 @@ def _row_stride(t) -> int:
 
 def lay_out(t, name: str, layout: str) -> Guarded:
     """``t`` copied into its guard band in ``layout`` (module docstring); ``.tensor`` is the input."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as above
 
     if t.dim() < 2 or layout == "as built":
@@ -213,6 +214,7 @@ class Relabel:
     tables: tuple = ()
 
     def write(self, dests, built, *, bump: bool) -> None:
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch                             # lazy: as above
 
         present = [built[i] for i in self.tables if built[i] is not None]
@@ -239,6 +241,7 @@ def exception_line(exc: BaseException) -> str:
 
 
 def _tensors(out) -> list:
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as above
 
     if isinstance(out, torch.Tensor):
@@ -250,6 +253,7 @@ def _tensors(out) -> list:
 
 def _copy(out):
     """``out`` (a tensor or a tuple of them) copied now: what the call returned, as it was."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as above
 
     with torch._C.DisableTorchFunction():        # a subclass may not fake its copy
@@ -259,6 +263,7 @@ def _copy(out):
 
 
 def _changed(live, copy) -> bool:
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as above
 
     with torch._C.DisableTorchFunction():
@@ -275,6 +280,7 @@ def run_calls(fn, built, names, seeds, output_problem, calling: Calling | None =
     guards' snapshot), the other contents written over them in place, the candidate called once,
     and the case's contents written back (bit for bit the snapshot again): a write of that call
     into a guard band shows at the first judged call."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as above
 
     if calling is None or not guarded:

@@ -90,6 +90,7 @@ def inject(step: str, hang: bool = True) -> None:
     if what == "memory":
         raise MemoryError(f"{HOOK}: {step}")
     if what == "oom":
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch                             # lazy: the hook only
 
         raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB ({HOOK}: {step})")
@@ -151,6 +152,7 @@ def _host_memory() -> Memory | None:
 
 @functools.lru_cache(maxsize=None)
 def _index(device: str) -> int:
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch                                 # lazy: as in memory()
 
     return torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
@@ -172,6 +174,7 @@ def memory(device) -> Memory | None:
     hook = _hook()
     reading = None
     if str(device).startswith("cuda"):
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch                             # lazy: equiv.run is read without torch by the plugin
 
         try:

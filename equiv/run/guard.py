@@ -45,6 +45,7 @@ class Raw:
     @classmethod
     def of(cls, tensor, pad: int | None = None) -> "Raw":
         """The exact values of a CPU or GPU tensor (its row padding kept unless ``pad`` given)."""
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         t = tensor.detach()
@@ -59,6 +60,7 @@ class Raw:
         return cls(np.array(vals, copy=True), dtype, pad, int(tensor.storage_offset()) % 64)
 
     def build(self, device="cpu"):
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         if self.dtype == "bfloat16":
@@ -85,6 +87,7 @@ class Seeded:
     seed: int
 
     def make(self, device):
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         g = torch.Generator(device=device)
@@ -93,6 +96,7 @@ class Seeded:
 
 
 def _canary(dtype):
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     if dtype.is_floating_point:
@@ -103,6 +107,7 @@ def _canary(dtype):
 
 
 def _bits(t):
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
     import torch
 
     size = t.element_size()
@@ -118,6 +123,7 @@ class Guarded:
         """``offset``: elements between the aligned start and the first row (default: the input's
         own ``storage_offset()``, modulo the alignment), for a caller that draws the offset;
         ``stride``: elements between rows, at least the last dimension (default: as built)."""
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         self.name = name
@@ -142,6 +148,7 @@ class Guarded:
 
     def problem(self, when: str) -> str | None:
         """None if the buffer is bit-identical to its snapshot, else what changed and where."""
+        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
         now, was = _bits(self.buffer), _bits(self.snapshot)
