@@ -137,7 +137,7 @@ class Rotating:
                 setattr(self, name, getattr(fn, name))
 
     def __call__(self, x, *rest):
-        from equiv.run.guard import Guarded     # lazy: NumPy; the registry reads CONTEXTS from here
+        from equiv.run.guard import Guarded     # lazy: NumPy, 0.15 s; the registry reads CONTEXTS here
 
         i = self.calls
         self.calls += 1

@@ -23,6 +23,7 @@ calls (a late write from a thread or a stream that outlives the call) and the la
 """
 from __future__ import annotations
 
+import importlib
 import time
 import traceback
 
@@ -180,8 +181,6 @@ def settle(state: CallState, wait: float = SETTLE_S) -> str | None:
 def run_probe(fn, target: str, payload, device="cpu"):
     """Run our trusted ``module:function(fn, device, payload)`` (a probe needs the live callable:
     CUDA graphs, many calls in a row); its exceptions become outcomes like a call's."""
-    import importlib
-
     t0 = time.perf_counter()
     module, _, name = target.partition(":")
     probe = getattr(importlib.import_module(module), name)
