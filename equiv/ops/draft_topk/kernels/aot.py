@@ -19,6 +19,10 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
 from equiv.ops.draft_topk.kernels import fused_softmax_topk as fk
 
 POINTERS = ("x_ptr", "p_ptr", "idx_ptr", "part_m_ptr", "part_s_ptr", "part_i_ptr", "part_v_ptr",
@@ -69,9 +73,6 @@ class Compiled:
 
 
 def _cuobjdump() -> str:
-    # triton: 0.19 s to import (-X importtime) where installed; a CPU host has none
-    import triton
-
     path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     if not os.path.exists(path):
         raise FileNotFoundError(f"cuobjdump not found at {path}: this Triton has no NVIDIA backend")
@@ -97,11 +98,6 @@ def compile_layout(dtype: str = "bfloat16", k: int = 1, rows: int = 4, num_warps
                    index: int = 1, prefetch: bool = True, one_chunk: bool = True,
                    cap: int = 8, ncol_pad: int = 128, maxnreg: int | None = None,
                    stages: int = 0, cache: str = "", evict: str = "") -> Compiled:
-    # triton: 0.19 s to import (-X importtime) where installed; a CPU host has none
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     elem = 4 if dtype == "float32" else 2
     lanes = num_warps * 32 * (16 // elem)
     k_pad = triton.next_power_of_2(k)
