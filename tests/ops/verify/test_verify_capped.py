@@ -10,7 +10,8 @@ stopped before greedy decoding's end, its efficiency is reported below the token
 and the token law's reading is a note. Under ``--law token`` the same output is still a broken
 layout (a token-level sampler never draws the rejected draft). The checks can still fail: the
 cap drawing from the next position's row (``wrong_capped_chain``) fails greedy and the marginal
-law, and ``lossless.layout_problem`` names each broken text.
+law, and ``lossless.layout_problem`` names each broken text; the lossy mutant that the old layout
+alone killed (``block_residual_unweighted``) fails the exact block law where it differs.
 """
 import os
 import sys
@@ -20,6 +21,7 @@ import torch
 
 from equiv.ops.verify import lossless
 from equiv.ops.verify.judge import Case, run_judge
+from equiv.ops.verify.mutants import MUTANTS
 from equiv.ops.verify.paths import torch_sampler
 from equiv.ops.verify.recipes import VerifyRecipe
 
@@ -56,6 +58,16 @@ def test_the_token_law_still_reads_a_drawn_draft_as_a_broken_layout():
 def test_the_cap_drawing_from_the_wrong_row_still_fails():
     v = run_judge(wrong_capped_chain, _cases(), device="cpu", spec="wrong_capped_chain")
     assert {"greedy", "support", "marginal"} <= {c.name for c in v.failed}, v.summary()
+
+
+def test_block_verification_with_the_token_residual_is_still_killed_where_it_differs():
+    """Until issue 42 the -1 layout failed ``block_residual_unweighted`` whenever it drew the
+    draft; read as text that output is legal, and the mutant is off by a total variation of at
+    most ~0.01 (0 at V = 2): the exact block law at V = 3, n = 6 still sees it."""
+    r = VerifyRecipe.parse("realistic:seed=27,batch=131967,n=6,vocab=3,problems=1,noise=0.558,drafts=sampled,part=1")
+    v = run_judge(MUTANTS["block_residual_unweighted"], [Case(r, 1, 0, statistical=True)], device="cpu",
+                  spec="block_residual_unweighted")
+    assert {"marginal", "block_law"} <= {c.name for c in v.failed}, v.summary()
 
 
 def _outputs(recipe):
