@@ -244,7 +244,7 @@ def _suffix_groups(groups) -> dict | None:
     out = {}
     for fam in sorted(set(family.tolist())):
         mine = family == fam
-        for m in sorted(set(position[mine].tolist()) - {0}):
+        for m in sorted(set(position[mine].tolist())):            # 0: the family as a whole
             out[f"{fam}:from position{m}"] = mine & (position >= m)
     return out
 
