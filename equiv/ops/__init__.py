@@ -101,6 +101,15 @@ def lazy_attr(package: str, module: str, attr: str) -> Callable[[], object]:
     return lambda: getattr(importlib.import_module(f"{package}.{module}"), attr)
 
 
+def option_gate(gate: Callable[[], Callable], option: str) -> Callable:
+    """An ``Op.gate`` for an op judged without k values and with one option of its own:
+    ``gate()(spec, device=, budget=, seed=, timeout=, stages=, progress=, OPTION=)``."""
+    def run(options, *, stages, vocab=None, progress=None, feature_stages=None):
+        return gate()(options.spec, device=options.device, budget=options.budget, seed=options.seed,
+                      timeout=options.timeout, stages=stages, progress=progress,
+                      **{option: options.option(option)})
+    return run
+
 def signature_check(noun: str, signature: str) -> Callable[[str, Callable], None]:
     """An ``Op.check_signature``: the candidate must take as many positional arguments as
     ``signature`` (``fn(a, b) -> ...``) names, else one ``CandidateLoadError`` line; a callable

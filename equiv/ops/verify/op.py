@@ -4,7 +4,7 @@ Each field imports its module when called (holding the registry imports no NumPy
 """
 from __future__ import annotations
 
-from equiv.ops import Op, OpOption, lazy_attr, signature_check
+from equiv.ops import Op, OpOption, lazy_attr, option_gate, signature_check
 from equiv.verdict import CheckRun
 
 _HERE = __name__.rpartition(".")[0]
@@ -17,12 +17,6 @@ BUILTIN_NAMES = ("torch_sampler", "block_verification", "reference_sampler")
 
 def _attr(module: str, attr: str):
     return lazy_attr(_HERE, module, attr)
-
-
-def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
-    return _attr("gate", "run_verify_gate")()(options.spec, device=options.device, budget=options.budget,
-                                             seed=options.seed, timeout=options.timeout, stages=stages,
-                                             progress=progress, law=options.option("law"))
 
 
 def _check(options, recipe=None, *, calls: int = 1):
@@ -44,7 +38,8 @@ OP = Op(name="verify", signature=SIGNATURE,
         mutants=_attr("mutants", "MUTANTS"), legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "VerifyRecipe")().parse(text),
         default_recipe="realistic:seed=0,batch=256,n=3,vocab=129280",
-        stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="verifier",
+        stages=("properties", "statistics"), check=_check,
+        gate=option_gate(_attr("gate", "run_verify_gate"), "law"), ledger=dict, noun="verifier",
         features=_feature, coverage_lines=lambda coverage: _attr("space", "table_lines")()(coverage),
         options=(OpOption("law", LAWS, "lossless",
                           "the law judged: lossless (the emitted text has the target model's law) or token "

@@ -7,7 +7,7 @@ Each field imports its module when called (holding the registry imports no NumPy
 """
 from __future__ import annotations
 
-from equiv.ops import Op, OpOption, lazy_attr, signature_check
+from equiv.ops import Op, OpOption, lazy_attr, option_gate, signature_check
 from equiv.verdict import CheckRun
 
 _HERE = __name__.rpartition(".")[0]
@@ -22,12 +22,6 @@ BUILTIN_NAMES = ("greedy", "target_only", "eagle_onehot", "specinfer", "recursiv
 
 def _attr(module: str, attr: str):
     return lazy_attr(_HERE, module, attr)
-
-
-def _gate(options, *, stages, vocab=None, progress=None, feature_stages=None):
-    return _attr("gate", "run_tree_gate")()(options.spec, device=options.device, budget=options.budget,
-                                           seed=options.seed, timeout=options.timeout, stages=stages,
-                                           progress=progress, drafts=options.option("drafts"))
 
 
 def _check(options, recipe=None, *, calls: int = 1):
@@ -47,7 +41,8 @@ OP = Op(name="verify_tree",
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "TreeRecipe")().parse(text),
         default_recipe="realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk",
-        stages=("properties", "statistics"), gate=_gate, check=_check, ledger=dict, noun="tree verifier",
+        stages=("properties", "statistics"), check=_check,
+        gate=option_gate(_attr("gate", "run_tree_gate"), "drafts"), ledger=dict, noun="tree verifier",
         selftest_stages=("statistics",),
         features=lambda name: {"caller": _attr("calls", "tree_verifier_function")}[name](),
         options=(OpOption("drafts", DRAFT_CHOICES, "declared",
