@@ -338,8 +338,9 @@ def _group_cause(group: str) -> str:
         return "bonus law"
     if slot.startswith("position"):
         return f"emitted law at {slot.replace('position', 'position ')}"
-    if slot.startswith("from position"):         # the side score (lossless.py): accepted vs rejected mass
-        return f"acceptance from position {slot[len('from position'):]} on"
+    if slot.startswith("from position"):         # the side score (lossless.py): accepted vs rejected mass,
+        # which a wrong acceptance rule and a wrong residual move alike (the token law's findings say which)
+        return f"acceptance or residual from position {slot[len('from position'):]} on"
     return "drawn token law" if slot == "pooled" else slot
 
 
