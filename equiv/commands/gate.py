@@ -21,7 +21,8 @@ def add_parser(sub):
     add_op(p)
     p.add_argument("--k", default=None, metavar="K[,K...]",
                    help="the k values the candidate is judged at, e.g. 1 or 1,4; nothing calls it at another k "
-                        "(default: every k of 1,2,4,8 it accepts: a k where it raises NotImplementedError "
+                        "(default auto: k = 1 and one k drawn per class for the seed -- a power of two up to 16, "
+                        "3-7, 9-15, 17-64 -- each that it accepts: a k where it raises NotImplementedError "
                         "or that its supported_k attribute leaves out is not judged)")
     add_device(p)
     p.add_argument("--dtype", default=None, metavar="DTYPES",
