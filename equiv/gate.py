@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from equiv.checks import Stage
 from equiv.devices import resolve_device
+from equiv.errors import NoDeviceError
 from equiv.memory import short_of_memory, suite_peaks, use_budget, with_suite_memory
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
@@ -72,12 +73,22 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     return not_judged_result(result, faults.since(start))
 
 
+def _short_of_memory(device: str):
+    """``short_of_memory`` of the resolved device, or None where the device does not resolve (no
+    GPU for ``cuda``): the op's gate reports that usage error itself, after it has started its
+    property suite (the critical path), which it then kills."""
+    try:
+        return short_of_memory(resolve_device(device))
+    except NoDeviceError:
+        return None
+
+
 def _within_memory(options, stages, run) -> GateResult:
     """``run()`` (the op's gate) under the memory budget of ``options`` (``equiv.memory``): NOT
     JUDGED at once when the device has less free memory than the budget; else its result with
     the property suite's peaks in its ``properties`` stage (the other stages measure their own)."""
     use_budget(options.max_gpu_memory)
-    short = None if options.device == "cpu" else short_of_memory(resolve_device(options.device))
+    short = None if options.device == "cpu" else _short_of_memory(options.device)
     if short:
         not_run = tuple(Stage(name, "not run", why="the device is short of memory") for name in stages)
         return not_judged_result(GateResult(

@@ -3,7 +3,7 @@
 An engine calls a kernel in ways a test that builds fresh inputs and calls once never does: under
 ``torch.inference_mode()`` or from a server's thread, on a static input buffer that a CUDA graph
 rewrites in place each step, on views of a wider padded buffer, with one generator kept per
-request. These are the same for every op (DESIGN.md, "Calling dimensions"): this module applies
+request. These are the same for every op (the design's "calling dimensions"): this module applies
 them to an op's call; an op only declares its inputs and what "other contents of the same
 geometry" are for it.
 

@@ -31,7 +31,7 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
 - ``realistic``: as above (acceptance ~0.5-0.8 per position at noise 1);
 - ``equal``: ``q == p`` bit for bit (everything accepted, every row draws a bonus);
 - ``disjoint``: p and q live on complementary halves of the vocabulary (nothing accepted);
-- ``tiny_q``: the draft token has ``q = 2**-32`` and ``p = 0.3 q`` (acceptance 0.3; both underflow
+- ``tiny_q``: the draft token has ``q = 2**-32`` (``2**-20`` at V = 2) and ``p = 0.3 q`` (acceptance 0.3; both underflow
   in float16), at a token where q exceeded p (``p = q`` when none), the other tokens of each
   rescaled to the rest of the mass;
 - ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
@@ -230,13 +230,17 @@ def _one_problem(r: VerifyRecipe, i: int):
         p, q = _bf16_rows(p), _bf16_rows(q)
     if fam == "tiny_q":
         d = np.empty(n, dtype=np.int64)
+        # At V = 2 the other token holds 1 - tiny in p and in q: with 2**-32 both round to 1.0 in
+        # float32 and the residual max(0, p - q) loses its mass (the law is then undefined); 2**-20
+        # keeps 1 - q and 1 - 0.3 q apart in float32 (the spacing below 1 is 2**-24).
+        tiny = TINY_Q if V > 2 else 2.0 ** -20
         for j in range(n):
             # A token where q exceeds p by far more than rounding (so p and q differ: the
             # residual keeps mass once both are made tiny there and renormalised).
             over = np.flatnonzero(q[j].astype(np.float64) > p[j].astype(np.float64) + 1e-6)
             d[j] = over[np.argsort(p[j][over], kind="stable")[over.size // 2]] if over.size else 0
-            q[j] = _with_value(q[j], d[j], TINY_Q)
-            p[j] = _with_value(p[j], d[j], TINY_RATIO * TINY_Q if over.size else TINY_Q)
+            q[j] = _with_value(q[j], d[j], tiny)
+            p[j] = _with_value(p[j], d[j], TINY_RATIO * tiny if over.size else tiny)
     elif r.draft == "onehot":
         d = np.argmax(q, axis=1).astype(np.int64)
     else:

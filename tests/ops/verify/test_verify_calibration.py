@@ -95,7 +95,7 @@ def test_the_calibration_script_judges_host_law_draws_and_refuses_bad_parts(tmp_
                                 "--tv", "0.3", "--shapes", "flatter"], capture_output=True, text=True, env=env)
     assert got.returncode == 0, got.stderr
     rows = [json.loads(line) for line in (tmp_path / "calibration.jsonl").read_text().splitlines()]
-    assert [(r["part"], r["rows"], r["failed_runs"]) for r in rows] == [("null", 158055, 0), ("power", 158055, 1)]
+    assert [(r["part"], r["rows"], r["failed_runs"]) for r in rows] == [("null", 161660, 0), ("power", 161660, 1)]
     assert "law_flatter_0.3_emitted" in (tmp_path / "table.md").read_text()
     bad = subprocess.run(run[:-4] + ["--parts", "-1"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "--parts='-1': a number of calls is 0 or more" in bad.stderr
