@@ -25,6 +25,7 @@ import threading
 from equiv._version import __version__
 from equiv.console import Console
 from equiv.errors import UsageError
+from equiv.memory import allocator_environment
 from equiv.run import faults
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_JUDGED = 0, 1, 2, 3
@@ -99,6 +100,11 @@ def _not_judged(code: int, lines, command: str, console: Console) -> int:
 
 
 def main(argv=None) -> int:
+    """The command (``equiv`` and ``python -m equiv``: ``argv`` None). That process and its
+    children use the caching allocator's setting of equiv's processes
+    (``equiv.memory.allocator_environment``); a call with ``argv`` (in-process) leaves it alone."""
+    if argv is None:
+        allocator_environment()
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -22,6 +22,16 @@ Plan
   rows, one call to its judge.
 - *Free memory.* ``short_of_memory(device, budget)``: on CUDA, the device's free memory
   (``torch.cuda.mem_get_info``) below the budget is one line saying so; else None.
+- *Cached memory.* PyTorch's caching allocator keeps the blocks a process freed, so a process
+  that once held a large call keeps its memory on the device for the rest of its life (a chain
+  quick gate's processes held 24 GiB on an H100 with 6 GiB ever allocated at once). Two measures
+  bound it. ``allocator_environment(env)``: the processes equiv starts (the CLI's own, the
+  candidate's worker, the property suite's) use expandable segments
+  (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; a value the user set is kept as it is),
+  which map freed memory back to the device instead of caching fixed segments. ``trim()``: after
+  each call and probe, where the process's reserved memory passes ``TRIM_BYTES``, the cache is
+  emptied (``torch.cuda.empty_cache``: free blocks only; what is live stays). The numbers do not
+  change: the allocator hands out the same values either way.
 - *Peaks.* ``Peaks.start()`` resets this process's peak device memory
   (``torch.cuda.reset_peak_memory_stats``, where CUDA is initialised) and its host peak (VmHWM,
   reset through ``/proc/self/clear_refs`` where Linux allows; else ``ru_maxrss``, the life's
@@ -51,6 +61,9 @@ WORKING_COPIES = 6                   # a call's peak over its inputs' bytes (mod
 _UNITS = {"": 1, "b": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6, "g": 10 ** 9, "gb": 10 ** 9,
           "t": 10 ** 12, "tb": 10 ** 12, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "tib": 2 ** 40}
 _BUDGET = [DEFAULT_MAX_GPU_MEMORY]
+ALLOC_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+ALLOC_CONF = "expandable_segments:True"
+TRIM_BYTES = 1 * GiB                 # reserved memory over which a process empties its cache (docstring)
 
 
 def parse_memory(value, name: str = "max_gpu_memory") -> int:
@@ -124,6 +137,22 @@ def short_of_memory(device, nbytes: int | None = None) -> str | None:
             f"lower the budget")
 
 
+def allocator_environment(env=None) -> dict:
+    """``env`` (default: this process's, changed in place) with the caching allocator's setting
+    of equiv's processes (module docstring); a setting already there is left alone."""
+    env = os.environ if env is None else env
+    env.setdefault(ALLOC_ENV, ALLOC_CONF)
+    return env
+
+
+def trim() -> None:
+    """Empty this process's CUDA cache when its reserved memory passes ``TRIM_BYTES`` (module
+    docstring); nothing where CUDA is not initialised."""
+    torch = _cuda()
+    if torch is not None and torch.cuda.memory_reserved() > TRIM_BYTES:
+        torch.cuda.empty_cache()
+
+
 def _host_now_peak() -> int:
     try:
         with open("/proc/self/status") as f:
@@ -166,6 +195,7 @@ class Peaks:
     def read(self) -> dict:
         torch = _cuda()
         return {"gpu_peak_bytes": None if torch is None else int(torch.cuda.max_memory_allocated()),
+                "gpu_reserved_peak_bytes": None if torch is None else int(torch.cuda.max_memory_reserved()),
                 "host_peak_bytes": _host_now_peak()}
 
 
@@ -180,10 +210,14 @@ def worker_peaks(fn, device, payload) -> dict:
 def stage_memory(**processes) -> dict:
     """A stage's ``memory`` in the gate's JSON: each process's peaks (``gate``: the verdict
     process, ``worker``: the candidate's, ``suite``: the property suite's process) and their
-    sums, the most the stage can have held at once (None: no process used a GPU)."""
+    sums, the most the stage can have held at once (None: no process used a GPU): allocated by
+    tensors (``gpu_peak_bytes``) and held from the device by the allocator
+    (``gpu_reserved_peak_bytes``, what other processes cannot use)."""
     procs = {name: p for name, p in processes.items() if p}
     gpu = [p["gpu_peak_bytes"] for p in procs.values() if p.get("gpu_peak_bytes") is not None]
+    held = [p["gpu_reserved_peak_bytes"] for p in procs.values() if p.get("gpu_reserved_peak_bytes") is not None]
     return {"gpu_peak_bytes": sum(gpu) if gpu else None,
+            "gpu_reserved_peak_bytes": sum(held) if held else None,
             "host_peak_bytes": sum(int(p.get("host_peak_bytes") or 0) for p in procs.values()),
             "processes": procs}
 

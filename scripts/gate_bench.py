@@ -90,6 +90,17 @@ def gpu_apps() -> dict | None:
     return out
 
 
+def label_of(pid: int) -> str:
+    """A process's command line, short: what it is (the gate, its suite, a worker)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return f"pid {pid}"
+    words = [os.path.basename(a) if "/" in a else a for a in argv[:6]]
+    return " ".join(words)[:80]
+
+
 class Poller:
     """Peaks of a running gate (module docstring, step 2), polled in a thread."""
 
@@ -97,6 +108,7 @@ class Poller:
         self.pid, self.every_s = pid, every_s
         self.gpu_all = self.gpu_tree = None
         self.host_tree = 0
+        self.gpu_processes = []          # [(MiB, label)] of the gate's processes at its GPU peak
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -108,7 +120,10 @@ class Poller:
             apps = gpu_apps()
             if apps is not None:
                 self.gpu_all = max(self.gpu_all or 0, sum(apps.values()) * MiB)
-                self.gpu_tree = max(self.gpu_tree or 0, sum(v for p, v in apps.items() if p in tree) * MiB)
+                mine = {p: v for p, v in apps.items() if p in tree}
+                if sum(mine.values()) * MiB > (self.gpu_tree or 0) or self.gpu_tree is None:
+                    self.gpu_processes = sorted(((v, label_of(p)) for p, v in mine.items()), reverse=True)
+                self.gpu_tree = max(self.gpu_tree or 0, sum(mine.values()) * MiB)
             self._stop.wait(self.every_s)
 
     def stop(self) -> None:
@@ -171,7 +186,7 @@ def run_gate(tree: Path, op: str, candidate: str, device: str, extra: list, out:
             "stage_s": seconds, "stage_torch_gpu_bytes": stage_gpu, "torch_gpu_bytes": gate_gpu,
             "json_host_bytes": gate_host,
             "smi_gpu_all_bytes": poller.gpu_all, "smi_gpu_tree_bytes": poller.gpu_tree,
-            "host_tree_bytes": poller.host_tree, "host_largest_bytes": int(rusage.ru_maxrss) * 1024}
+            "host_tree_bytes": poller.host_tree, "gpu_processes_at_peak": poller.gpu_processes, "host_largest_bytes": int(rusage.ru_maxrss) * 1024}
 
 
 def _commit(tree: Path) -> str:
@@ -299,6 +314,15 @@ def main(argv=None) -> int:
               f"{args.poll_ms} ms; torch peak: the JSON's per-stage torch.cuda.max_memory_allocated summed over "
               "the processes (properties + the largest other stage); host peaks: the gate's process tree's resident "
               "memory polled, the JSON's per-stage peaks summed the same way, and the largest single process (wait4)."]
+    last = {}
+    for r in counted:
+        if r.get("gpu_processes_at_peak"):
+            last[(r["op"], r["checkout"])] = r
+    if last:
+        lines += ["", "GPU memory of each of the gate's processes at its peak (nvidia-smi; the last counted run):", "",
+                  "| op | checkout | MiB | process |", "|---|---|---|---|"]
+        for (op, label), r in last.items():
+            lines += [f"| {op} | {label} | {mib} | {what} |" for mib, what in r["gpu_processes_at_peak"]]
     (out / "gate_bench.md").write_text("\n".join(lines) + "\n")
     (out / "gate_bench.json").write_text(json.dumps({**info, "records": records}, indent=1))
     print("\n".join(lines))

@@ -27,6 +27,7 @@ import importlib
 import time
 import traceback
 
+from equiv.memory import trim
 from equiv.run.context import call_in
 from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
 from equiv.run.guard import Guarded, Seeded, build_inputs
@@ -155,6 +156,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
     except Exception as exc:
         return failed("raised", f"its outputs could not be read: {_first_line(exc)}",
                       traceback=traceback.format_exc(), seconds=time.perf_counter() - t0)
+    trim()                                       # the cache a large call left (equiv.memory)
     dt = time.perf_counter() - t0
     if problem is not None:
         return CallOutcome(ok=False, value=value, kind=kind, problem=problem, seconds=dt)
@@ -188,6 +190,7 @@ def run_probe(fn, target: str, payload, device="cpu"):
         inject("build", hang=False)              # the test hook (equiv.run.faults): the probe's own build
         result = probe(Watched(fn, device), device, payload)
         _sync(device)
+        trim()
     except NotJudged as exc:
         return _not_judged(exc, t0)
     except Exception as exc:

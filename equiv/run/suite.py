@@ -48,6 +48,7 @@ from importlib.util import find_spec
 import numpy as np
 
 from equiv.checks import Check, Stage, stage_of
+from equiv.memory import allocator_environment
 from equiv.run.faults import note
 
 PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
@@ -78,6 +79,7 @@ def environment(budget: str, base=None, storage: str | None = None) -> dict:
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) if p else p
                                             for p in env["PYTHONPATH"].split(os.pathsep))
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    allocator_environment(env)
     if cores() < 4:                              # it runs beside the gate's other stages: on a small
         env.setdefault("OMP_NUM_THREADS", "1")   # host two sets of threads oversubscribe (a tree gate: 18 -> 23 s)
     env["HYPOTHESIS_PROFILE"] = PROFILE_OF_BUDGET[budget]

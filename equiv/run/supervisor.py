@@ -45,6 +45,7 @@ from equiv.errors import CandidateLoadError
 from equiv.run import wire
 from equiv.run.outcome import CallOutcome, failed
 from equiv.run.spec import CandidateSpec
+from equiv.memory import allocator_environment
 from equiv.run.faults import NOT_JUDGED_PREFIX, note
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, build_timeout, limit_seconds
 from equiv.run.guard import Raw
@@ -152,6 +153,7 @@ class WorkerRunner:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
             PYTHONUNBUFFERED="1")
+        allocator_environment(env)
         self.proc = subprocess.Popen([sys.executable, "-m", "equiv.run.worker", str(fd)], pass_fds=(fd,),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                      start_new_session=True)
