@@ -25,7 +25,7 @@ import threading
 from equiv._version import __version__
 from equiv.console import Console
 from equiv.errors import UsageError
-from equiv.memory import allocator_environment
+from equiv.memory import allocator_environment, own_process
 from equiv.run import faults
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_JUDGED = 0, 1, 2, 3
@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     (``equiv.memory.allocator_environment``); a call with ``argv`` (in-process) leaves it alone."""
     if argv is None:
         allocator_environment()
+        own_process()
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from equiv.checks import Stage
 from equiv.devices import resolve_device
 from equiv.errors import NoDeviceError
-from equiv.memory import short_of_memory, suite_peaks, use_budget, with_suite_memory
+from equiv.memory import cap_process, short_of_memory, suite_peaks, use_budget, with_suite_memory
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
 from equiv.run import faults
@@ -83,12 +83,22 @@ def _short_of_memory(device: str):
         return None
 
 
+def _cap(device: str) -> None:
+    """``cap_process`` of the resolved device (nothing where it does not resolve: see above)."""
+    try:
+        cap_process(resolve_device(device))
+    except NoDeviceError:
+        pass
+
+
 def _within_memory(options, stages, run) -> GateResult:
     """``run()`` (the op's gate) under the memory budget of ``options`` (``equiv.memory``): NOT
     JUDGED at once when the device has less free memory than the budget; else its result with
     the property suite's peaks in its ``properties`` stage (the other stages measure their own)."""
     use_budget(options.max_gpu_memory)
     short = None if options.device == "cpu" else _short_of_memory(options.device)
+    if short is None and options.device != "cpu":
+        _cap(options.device)
     if short:
         not_run = tuple(Stage(name, "not run", why="the device is short of memory") for name in stages)
         return not_judged_result(GateResult(

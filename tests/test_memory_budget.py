@@ -146,3 +146,43 @@ def test_a_device_short_of_memory_is_not_judged(monkeypatch):
 
 def test_short_of_memory_says_nothing_on_the_cpu():
     assert memory.short_of_memory("cpu") is None
+
+
+def test_equivs_processes_use_expandable_segments_and_keep_a_users_setting():
+    assert memory.allocator_environment({}) == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    mine = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
+    assert memory.allocator_environment(mine) == {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
+    from equiv.run.suite import environment
+    assert environment("quick", base={})["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+
+
+def test_the_command_owns_its_process_but_an_in_process_call_does_not():
+    code = ("import contextlib, os, sys; from equiv import cli, memory\n"
+            "with contextlib.suppress(SystemExit): cli.main(['--version'])\n"
+            "print(memory._OWN[0], os.environ.get('PYTORCH_CUDA_ALLOC_CONF')); sys.argv = ['equiv', '--version']\n"
+            "with contextlib.suppress(SystemExit): cli.main()\n"
+            "print(memory._OWN[0], os.environ.get('PYTORCH_CUDA_ALLOC_CONF'))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_CUDA_ALLOC_CONF"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env).stdout
+    lines = [ln for ln in out.splitlines() if ln.startswith(("True", "False"))]
+    assert lines == ["False None", "True expandable_segments:True"]
+
+
+def test_the_owned_process_is_capped_at_the_budget_less_the_others(monkeypatch):
+    import torch
+    calls = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: type("P", (), {"total_memory": 80 * 2 ** 30}))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: calls.append((round(f, 6), i)))
+    monkeypatch.setattr(memory, "_OWN", [False])
+    memory.cap_process("cuda")
+    assert calls == []                                   # a user's process (the plugin, the API)
+    monkeypatch.setattr(memory, "_OWN", [True])
+    memory.cap_process("cpu")
+    assert calls == []
+    memory.use_budget(None)
+    memory.cap_process("cuda")
+    memory.use_budget(16 * 2 ** 30)
+    memory.cap_process("cuda:0")
+    memory.use_budget(None)
+    assert calls == [(round(6.5 / 80, 6), 0), (round(14.5 / 80, 6), 0)]
