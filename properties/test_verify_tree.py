@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from equiv.ops.verify_tree.calls import declaration
+from equiv.ops.verify_tree.draws import declaration
 from equiv.ops.verify_tree.gate import resolve_drafts
 from equiv.ops.verify_tree.judge import Case, run_judge
 from equiv.ops.verify_tree.paths import verifier_names

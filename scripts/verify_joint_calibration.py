@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "candidates"))
 import verify_hostile  # noqa: E402  (a test candidate module, found by path)
 
 from equiv.ops.verify.block_law import block_tests, sequence_tests  # noqa: E402
-from equiv.ops.verify.calls import Draws  # noqa: E402
+from equiv.ops.verify.draws import Draws  # noqa: E402
 from equiv.ops.verify.independence import eligible, independence_tests  # noqa: E402
 from equiv.ops.verify.judge import Case, judge_draws  # noqa: E402
 from equiv.ops.verify.law_draws import LawSampler  # noqa: E402

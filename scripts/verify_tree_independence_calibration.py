@@ -29,7 +29,8 @@ import tree_verifiers_random as R  # noqa: E402  (a test candidate module, found
 
 from equiv.ops.verify.independence import independence_tests  # noqa: E402
 from equiv.ops.verify_tree import paths  # noqa: E402
-from equiv.ops.verify_tree.calls import TreeDraws, draw  # noqa: E402
+from equiv.ops.verify_tree.calls import draw  # noqa: E402
+from equiv.ops.verify_tree.draws import TreeDraws  # noqa: E402
 from equiv.ops.verify_tree.independence import independence_cases  # noqa: E402
 from equiv.ops.verify_tree.judge import judge_draws, rows_alike  # noqa: E402
 

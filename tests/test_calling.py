@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from equiv.run.calling import (CONTEXTS, DIMENSIONS, Calling, Relabel, deal, lay_out, reach, rewrite,
-                               run_calls)
+from equiv.run.calling import CONTEXTS, DIMENSIONS, Calling, deal, reach
+from equiv.run.seeded import Relabel, lay_out, rewrite, run_calls
 from equiv.run.context import available
 
 

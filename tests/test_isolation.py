@@ -167,7 +167,7 @@ def test_inputs_sit_at_a_nonzero_storage_offset_after_a_canary_band():
 def test_the_verdict_process_never_runs_code_named_by_a_reply():
     import pickle
 
-    from equiv.run.outcome import to_host
+    from equiv.run.invoke import to_host
     from equiv.run.wire import ReplyError, loads
 
     # before: the reply was unpickled as it came, and this object's __reduce__ (os._exit(0)) ended

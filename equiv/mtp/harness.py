@@ -52,7 +52,7 @@ from equiv.mtp.traces import Trace, TraceLM, load_trace
 from equiv.ops import ROLES, get_op
 from equiv.run import CandidateSpec, load_check, runner_for
 from equiv.run.load import Candidate
-from equiv.run.supervisor import as_callable
+from equiv.run.inputs import Raw
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 from equiv.stats import ACCEPT_LENGTH_MARGIN, above_bound, equivalence_test, greedy_identity, pit, sampling_fit
 from equiv.stats.twosample import text_law_test
@@ -74,6 +74,30 @@ EXPECTED_FAILURES = {
 _SLOW_ON_CPU = {"fused_triton": "runs on the CPU only under the Triton interpreter (~6 ms a row "
                                 "at V = 32000); name it in paths to run it anyway"}
 _PIT_SALT = 7717
+
+
+class CandidateEnded(RuntimeError):
+    """A call through ``as_callable`` did not return normally (its one-line problem)."""
+
+
+def as_callable(runner):
+    """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
+    candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
+    come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
+    def call(logits, k):
+        out = runner.call(Raw.of(logits), k)
+        if not out.ok:
+            raise CandidateEnded(f"the candidate {out.problem}")
+        tensors = []
+        for a in out.value if isinstance(out.value, (tuple, list)) else (out.value,):
+            t = torch.as_tensor(getattr(a, "values", a))
+            if getattr(a, "dtype", None) in ("bfloat16", "float16"):
+                t = t.to(getattr(torch, a.dtype))
+            tensors.append(t.to(logits.device))
+        return tuple(tensors)
+
+    call.spec = runner.spec
+    return call
 
 
 @dataclass(frozen=True)

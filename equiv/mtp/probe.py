@@ -7,14 +7,14 @@ back to the verdict process; ``equiv.gate`` judges them there against ``softmax_
 seeds (``run_mtp(..., decoded=...)``). The candidate is called inside the decode loop, so an
 exit, a signal or a hang there ends the probe like any call: the supervisor reports it. Each
 call of the candidate runs in the next of the payload's ``contexts`` with its logits in a guard
-band at the next of its ``offsets`` (``equiv.run.context.Rotating``); a write into the logits or
+band at the next of its ``offsets`` (``equiv.run.seeded.Rotating``); a write into the logits or
 past them is an error of that consumer. ``_contexts`` in the reply counts the calls per context.
 """
 from __future__ import annotations
 
 from equiv.mtp.decoding import TREE_TOPK
 from equiv.mtp.harness import decode_in_worker
-from equiv.run.context import Rotating
+from equiv.run.seeded import Rotating
 from equiv.run.load import Candidate
 
 

@@ -8,7 +8,7 @@ without loading NumPy into a host project's run.
 import importlib as _importlib
 
 _EXPORTS = {
-    "Raw": "equiv.run.guard", "Seeded": "equiv.run.guard",
+    "Raw": "equiv.run.inputs", "Seeded": "equiv.run.inputs",
     "ABNORMAL": "equiv.run.outcome", "Array": "equiv.run.outcome", "CallOutcome": "equiv.run.outcome",
     "Opaque": "equiv.run.outcome",
     "CandidateSpec": "equiv.run.spec", "as_spec": "equiv.run.spec",

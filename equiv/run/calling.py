@@ -48,7 +48,8 @@ Plan
   ``EQUIV_CALLING=plain`` in the environment deals the plain calling of before (caller's
   context, inputs as built, fresh generators, no history, outputs read after the last call):
   how the hostile tests show what the layer adds.
-- ``run_calls(fn, built, names, seeds, output_problem, calling, relabel)``: the calls, stopping at
+- The live half, in ``equiv.run.seeded`` (it imports torch; this module is read by the gate
+  plans without it): ``run_calls(fn, built, names, seeds, output_problem, calling, relabel)``: the calls, stopping at
   the first problem: the candidate raised, ``output_problem(out)`` (the op's contract of the
   output), a guard band written, or a kept output changed; a problem names the call's classes.
   Returns ``(outputs, problem, cause)``, ``cause`` one of ``CAUSES``.
@@ -56,8 +57,8 @@ Plan
   inputs of token ids and of probability tables over the vocabulary: ids shifted, tables rolled
   alike, written in place).
 - ``dealt(rng, classes, n)``: classes for a run of calls in a seeded order (an op that deals per
-  call from its own generator, as the draft op's history does); ``rewrite(guard, values, bump)``:
-  an in-place rewrite of a guarded input, with or without a version bump.
+  call from its own generator, as the draft op's history does); ``rewrite(guard, values, bump)``
+  (``equiv.run.seeded``): an in-place rewrite of a guarded input, with or without a version bump.
 - ``reach(dealt)``: for ``[(Calling, statistical)]`` the classes reached by statistical cases,
   by exact checks only, and not at all (the ``calling`` line of an op's coverage table).
 """
@@ -68,8 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.run.context import CONTEXTS, available, call_in
-from equiv.run.guard import Guarded
+from equiv.run.context import CONTEXTS, available
 
 HISTORIES = ("fresh", "rewritten", "rewritten (no version bump)")
 LAYOUTS = ("as built", "padded", "offset", "sliced")
@@ -80,7 +80,7 @@ PAD_TO = 128                                     # padded rows: a multiple of th
 OFFSET = 3                                       # extra elements of storage offset (not 16 B aligned)
 SLICED_BEFORE, SLICED_AFTER = 2, 3               # rows of the wider batch around the input's rows
 _SALT = 0xCA11
-_OTHER_SEED = 0x0DD5EED                          # the generator seed of the call on other contents
+OTHER_SEED = 0x0DD5EED                          # the generator seed of the call on other contents
 ENV = "EQUIV_CALLING"
 
 
@@ -156,187 +156,6 @@ def deal(key: int, calls: int, n_inputs: int, device="cpu") -> Calling:
     histories, layouts = _order("history", HISTORIES[:1] + HISTORIES), _order("layout", LAYOUTS)
     return Calling(ctx, gens, histories[key % len(histories)],
                    tuple(layouts[(key + i) % len(layouts)] for i in range(n_inputs)))
-
-
-# ---- layout ---------------------------------------------------------------------------------------
-
-def _row_stride(t) -> int:
-    last = t.shape[-1]
-    return int(t.stride(-2)) if t.dim() >= 2 and t.stride(-1) == 1 and t.stride(-2) > last else last
-
-
-def lay_out(t, name: str, layout: str) -> Guarded:
-    """``t`` copied into its guard band in ``layout`` (module docstring); ``.tensor`` is the input."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as above
-
-    if t.dim() < 2 or layout == "as built":
-        return Guarded(t, name)
-    if layout == "padded":
-        return Guarded(t, name, stride=(max(_row_stride(t), t.shape[-1]) // PAD_TO + 1) * PAD_TO)
-    if layout == "offset":
-        return Guarded(t, name, offset=t.storage_offset() + OFFSET)
-    if layout == "sliced" and t.shape[0]:
-        # the wider batch is laid out from a broadcast row (no second copy of a large input), its
-        # rows then written in place: the input's, and its rows 1, 2 before and its last 3 after
-        b, k = t.shape[0], SLICED_BEFORE
-        g = Guarded(t[:1].expand(b + k + SLICED_AFTER, *t.shape[1:]), name, stride=_row_stride(t))
-        wide = g.tensor
-        wide[k:k + b].copy_(t)
-        wide[:k].copy_(t[torch.arange(1, k + 1, device=t.device) % b])
-        wide[k + b:].copy_(t[torch.arange(b - SLICED_AFTER, b, device=t.device) % b])
-        g.snapshot.copy_(g.buffer)
-        g.tensor = wide[k:k + b]
-        return g
-    if layout == "sliced":
-        return Guarded(t, name)
-    raise ValueError(f"layout={layout!r} is invalid: give one of {', '.join(LAYOUTS)}")
-
-
-def rewrite(guard: Guarded, values, *, bump: bool = True, snapshot: bool = True) -> None:
-    """Write ``values`` into ``guard.tensor`` in place (``copy_``: its version counter bumps; with
-    ``bump=False`` through ``.data``, which shares the storage and not the counter) and take the
-    guard's new snapshot (``snapshot=False``: the values are those of the snapshot already)."""
-    (guard.tensor if bump else guard.tensor.data).copy_(values)
-    if snapshot:
-        guard.snapshot = guard.buffer.clone()
-
-
-@dataclass(frozen=True)
-class Relabel:
-    """What an op declares of its inputs for other contents of the same geometry: which inputs
-    hold token ids (``tokens``) and which probability tables over the vocabulary (``tables``, V
-    their last dimension). ``write`` puts the same law under other token names into the laid-out
-    inputs, in place: ids ``>= 0`` shifted by ``s`` modulo V, tables rolled by ``s`` along V (two
-    strided copies, no temporary): legal wherever the original is."""
-
-    tokens: tuple = ()
-    tables: tuple = ()
-
-    def write(self, dests, built, *, bump: bool) -> None:
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch                             # lazy: as above
-
-        present = [built[i] for i in self.tables if built[i] is not None]
-        vocab = int(present[0].shape[-1]) if present else 1
-        shift = max(1, vocab // 3) % max(vocab, 1)
-        for i in self.tables:
-            if built[i] is not None and shift:
-                dest = dests[i] if bump else dests[i].data
-                dest[..., shift:].copy_(built[i][..., :vocab - shift])
-                dest[..., :shift].copy_(built[i][..., vocab - shift:])
-        for i in self.tokens:
-            if built[i] is not None:
-                t = built[i]
-                (dests[i] if bump else dests[i].data).copy_(torch.where(t >= 0, (t + shift) % max(vocab, 1), t))
-
-
-# ---- the calls ------------------------------------------------------------------------------------
-
-def exception_line(exc: BaseException) -> str:
-    """``raised TYPE: first line of the message`` (200 characters at most): a candidate's own
-    failure as one line of a verdict, never a traceback."""
-    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
-
-
-def _tensors(out) -> list:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as above
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        return [t for t in out if isinstance(t, torch.Tensor)]
-    return []
-
-
-def _copy(out):
-    """``out`` (a tensor or a tuple of them) copied now: what the call returned, as it was."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as above
-
-    with torch._C.DisableTorchFunction():        # a subclass may not fake its copy
-        if isinstance(out, torch.Tensor):
-            return out.detach().clone()
-        return type(out)(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out)
-
-
-def _changed(live, copy) -> bool:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as above
-
-    with torch._C.DisableTorchFunction():
-        return any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(_tensors(live), _tensors(copy)))
-
-
-def run_calls(fn, built, names, seeds, output_problem, calling: Calling | None = None, *,
-              relabel: Relabel | None = None, device=None, guarded: bool = True):
-    """The calls of the module docstring: ``(outputs, problem or None, cause or None)``.
-    ``relabel``: how the op's inputs take other contents (for the rewritten histories; without
-    it those run as ``fresh``); ``device``: where generators live (default: the last input's);
-    ``guarded=False``: the inputs as built, no guard bands, no history (our own samplers in a
-    calibration: speed). In a rewritten history the case's contents are laid out first (the
-    guards' snapshot), the other contents written over them in place, the candidate called once,
-    and the case's contents written back (bit for bit the snapshot again): a write of that call
-    into a guard band shows at the first judged call."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as above
-
-    if calling is None or not guarded:
-        calling = Calling.plain(len(seeds), len(built))
-    layouts = calling.layouts + ("as built",) * len(built)
-    guards = [None if t is None else lay_out(t, name, lay)
-              for t, name, lay in zip(built, names, layouts)] if guarded else []
-    args = [None if g is None else g.tensor for g in guards] if guarded else list(built)
-    dev = torch.device(device) if device is not None else next(a for a in reversed(args) if a is not None).device
-    kept, gen = [], None                         # (live output, its copy, what it was)
-
-    def one(j, seed, what, check=True):
-        nonlocal gen
-        if gen is None or calling.generators[min(j, len(calling.generators) - 1)] != "kept":
-            gen = torch.Generator(device=dev).manual_seed(int(seed))
-        context = calling.contexts[min(j, len(calling.contexts) - 1)]
-        try:
-            out = call_in(context, fn, (*args, gen), dev)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as exc:                 # the candidate's own failure is a verdict
-            return None, f"{exception_line(exc)} [{what}]", "raise"
-        problem = output_problem(out)
-        if problem:
-            return None, f"{problem} [{what}]", "output type"
-        written = next((p for p in (g.problem("during the call") for g in guards if g is not None) if p),
-                       None) if check else None
-        if written:
-            return None, f"{written} [{what}]", "input write"
-        if not calling.reread:
-            return out, None, None
-        kept.append((out, _copy(out), what))
-        return kept[-1][1], None, None
-
-    if guarded and calling.history != "fresh" and relabel is not None:
-        bump = calling.history == "rewritten"
-        relabel.write(args, built, bump=bump)
-        _, problem, cause = one(0, int(seeds[0]) ^ _OTHER_SEED, f"the call on other contents before the "
-                                f"rewrite; {calling.describe(0, names)}", check=False)
-        if problem:
-            return [], problem, cause
-        for g, t in zip(guards, built):
-            if g is not None:
-                rewrite(g, t, bump=bump, snapshot=False)
-        gen = None                               # the judged calls start from their own seed
-    outs = []
-    for j, seed in enumerate(seeds):
-        copy, problem, cause = one(j, seed, calling.describe(j, names))
-        if problem:
-            return outs, problem, cause
-        outs.append(copy)
-    for n, (live, copy, what) in enumerate(kept):
-        if _changed(live, copy):
-            return outs, (f"changed the output it returned after later calls ({what}; output {n + 1} of "
-                          f"{len(kept)} re-read after the last call): it hands out a buffer it reuses"), "output reused"
-    return outs, None, None
 
 
 # ---- coverage -------------------------------------------------------------------------------------

@@ -1,12 +1,10 @@
-"""Inputs that cross to the worker, and the guard bands they sit in there.
+"""The guard bands the inputs sit in, where the candidate is called.
 
 Plan
 ----
-- What crosses the process boundary is a *description* of the input, never a live tensor: an
-  ``equiv.Recipe`` (the worker builds the logits itself, bit-identical, on its device), a ``Raw``
-  array (element-level values, for small or transformed inputs), or any picklable object with
-  ``build(device)`` returning a tensor or a tuple of tensors (the verify operation's triples).
-  ``Seeded(seed)`` crosses as a seed and becomes a ``torch.Generator`` on the worker's device.
+- The inputs cross to the worker as descriptions (``equiv.run.inputs``: a recipe, ``Raw``
+  values, ``Seeded``); ``build_inputs`` builds them there. Torch is imported at the top: this
+  module runs where the candidate is called (the worker, or in-process for our own paths).
 - ``Guarded(t)`` copies each input tensor into a larger buffer: the rows keep the stride they were
   built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row, a band
   after the last row and a band of ``LEAD_BYTES`` before the first row hold canary values (large
@@ -23,82 +21,14 @@ Plan
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+import torch
 
 GUARD_MIN = 64                                   # canary elements after the last row, at least
 LEAD_BYTES = 256                                 # canary bytes before the first row
 
 
-@dataclass(frozen=True)
-class Raw:
-    """Element-level input values: ``values`` (float32/float16 NumPy, or uint16 bit patterns of
-    bfloat16), the ``dtype`` to build, ``pad`` extra elements per row (non-contiguous rows) and
-    ``offset`` elements before the first (the tensor's storage offset, a misaligned base)."""
-
-    values: np.ndarray
-    dtype: str = "float32"
-    pad: int = 0
-    offset: int = 0
-
-    @classmethod
-    def of(cls, tensor, pad: int | None = None) -> "Raw":
-        """The exact values of a CPU or GPU tensor (its row padding kept unless ``pad`` given)."""
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
-        t = tensor.detach()
-        dtype = str(t.dtype).removeprefix("torch.")
-        if pad is None:
-            pad = int(t.stride(-2) - t.shape[-1]) if t.dim() >= 2 and t.shape[-1] and t.stride(-1) == 1 else 0
-            pad = max(pad, 0)
-        if t.dtype == torch.bfloat16:
-            vals = t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
-        else:
-            vals = t.contiguous().cpu().numpy()
-        return cls(np.array(vals, copy=True), dtype, pad, int(tensor.storage_offset()) % 64)
-
-    def build(self, device="cpu"):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
-        if self.dtype == "bfloat16":
-            t = torch.from_numpy(np.ascontiguousarray(self.values).view(np.int16)).view(torch.bfloat16)
-        else:
-            t = torch.from_numpy(np.ascontiguousarray(self.values)).to(getattr(torch, self.dtype))
-        t = t.to(device)
-        if (self.pad or self.offset) and t.dim() == 2:
-            stride = t.shape[-1] + self.pad
-            buf = torch.zeros((self.offset + t.shape[0] * stride,), dtype=t.dtype, device=device)
-            buf[self.offset:].view(t.shape[0], stride)[:, : t.shape[-1]] = t
-            t = buf.as_strided(tuple(t.shape), (stride, 1), self.offset)
-        elif self.pad and t.dim() >= 2:
-            buf = torch.zeros(t.shape[:-1] + (t.shape[-1] + self.pad,), dtype=t.dtype, device=device)
-            buf[..., : t.shape[-1]] = t
-            t = buf[..., : t.shape[-1]]
-        return t
-
-
-@dataclass(frozen=True)
-class Seeded:
-    """A ``torch.Generator`` seeded with ``seed``, made on the worker's device."""
-
-    seed: int
-
-    def make(self, device):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
-        g = torch.Generator(device=device)
-        g.manual_seed(int(self.seed))
-        return g
-
-
 def _canary(dtype):
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if dtype.is_floating_point:
         return 6e4 if dtype == torch.float16 else 1e4     # finite, and larger than any logit drawn
     if dtype == torch.bool:
@@ -107,9 +37,6 @@ def _canary(dtype):
 
 
 def _bits(t):
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     size = t.element_size()
     if t.dtype == torch.bool:
         return t.view(torch.uint8)
@@ -123,9 +50,6 @@ class Guarded:
         """``offset``: elements between the aligned start and the first row (default: the input's
         own ``storage_offset()``, modulo the alignment), for a caller that draws the offset;
         ``stride``: elements between rows, at least the last dimension (default: as built)."""
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         self.name = name
         shape = tuple(t.shape)
         last = shape[-1] if shape else 1
@@ -148,9 +72,6 @@ class Guarded:
 
     def problem(self, when: str) -> str | None:
         """None if the buffer is bit-identical to its snapshot, else what changed and where."""
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         now, was = _bits(self.buffer), _bits(self.snapshot)
         if torch.equal(now, was):
             return None

@@ -13,7 +13,7 @@ Plan of ``invoke`` (one call)
 3. Check the guard bands right after the return, again after the device synchronizes (an
    asynchronous kernel fault surfaces there too), and the outputs of the last ``KEEP_OUTPUTS``
    calls: a candidate that hands out views of buffers it recycles overwrites them now.
-4. Move the outputs to the host (``equiv.run.outcome.to_host``).
+4. Move the outputs to the host (``to_host``).
 The machine's failures are not the candidate's (``equiv.run.faults``): out of memory, a device
 busy or lost, in steps 1 and 4 (equiv's own) or in a call whose inputs the free memory could not
 hold, is an outcome of kind ``not_judged``; the candidate and a probe's calls of it go through
@@ -27,11 +27,16 @@ import importlib
 import time
 import traceback
 
+import numpy as np
+import torch
+
 from equiv.memory import trim
 from equiv.run.context import call_in
 from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
-from equiv.run.guard import Guarded, Seeded, build_inputs
-from equiv.run.outcome import CallOutcome, failed, to_host
+from equiv.run.guard import Guarded, build_inputs
+from equiv.run.inputs import Seeded
+from equiv.run.outcome import Array, CallOutcome, Opaque, Pending, failed, noted
+from equiv.run.spec import CandidateSpec
 
 KEEP_LIVE = 4                                    # inputs kept for the end-of-stage re-check
 KEEP_OUTPUTS = 4                                 # calls whose outputs are re-checked after each call
@@ -48,9 +53,6 @@ class CallState:
 
     def remember(self, guards, outputs) -> None:
         self.live = (self.live + [g for g in guards if g is not None])[-KEEP_LIVE:]
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         with torch._C.DisableTorchFunction():    # a subclass may not fake its snapshot
             older = [(t, snap, ago + 1) for t, snap, ago in self.prev_outputs if ago + 1 < KEEP_OUTPUTS]
             self.prev_outputs = [(t, t.detach().clone(), 0) for t in outputs] + older
@@ -62,9 +64,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _tensors(value) -> list:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
@@ -73,17 +72,11 @@ def _tensors(value) -> list:
 
 
 def _sync(device) -> None:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def _outputs_overwritten(state: CallState) -> str | None:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     for n, (t, snap, ago) in enumerate(state.prev_outputs):
         with torch._C.DisableTorchFunction():
             same = torch.equal(t, snap) or (t.is_floating_point() and torch.equal(t.isnan(), snap.isnan())
@@ -205,3 +198,70 @@ def run_probe(fn, target: str, payload, device="cpu"):
     # a probe's own result object crosses as it is (pickled); tensors in it become host arrays
     value = to_host(result) if _tensors(result) else result
     return CallOutcome(ok=True, value=value, seconds=time.perf_counter() - t0)
+
+
+_PLAIN = (bool, int, float, str, bytes, type(None))
+
+
+def to_host(value):
+    """The returned structure with every tensor replaced by an ``Array`` (recursively in
+    tuples, lists and dicts, whose subclasses, such as ``torch.return_types.topk``, become the
+    plain container); plain values of exactly a builtin or NumPy type kept; anything else,
+    subclasses of plain types and object arrays included, becomes ``Opaque``: only our own
+    types cross back (``equiv.run.wire`` reads nothing else). Tensors are read with torch
+    functions disabled, and a tensor subclass (which could override how it is read) crosses as
+    ``Opaque`` named by its type: a contract failure."""
+    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+        return Opaque(f"tensor subclass {type(value).__module__}.{type(value).__qualname__}")
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            t = value.detach()
+            if t.dtype in (torch.bfloat16, torch.float16):
+                host = t.float().cpu().numpy()   # exact: both embed in float32
+            else:
+                host = t.cpu().numpy()
+            return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
+                         str(t.device), bool(t.is_contiguous()))
+    if isinstance(value, tuple):
+        return tuple(to_host(v) for v in value)
+    if isinstance(value, list):
+        return [to_host(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_host(v) for k, v in value.items()}
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is np.ndarray and not value.dtype.hasobject:
+        return value
+    if isinstance(value, np.generic) and type(value).__module__ == "numpy" and not value.dtype.hasobject:
+        return value
+    return Opaque(type(value).__name__)
+
+
+class InProcessRunner:
+    """Calls in this process: our own paths (trusted), or a callable the API was handed."""
+
+    isolated = False
+
+    def __init__(self, fn, candidate: CandidateSpec, device: str):
+        self.fn, self.candidate, self.spec, self.device = fn, candidate, candidate.text, device
+        self.state = CallState()
+        self.calls = 0
+
+    def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
+        self.calls += 1
+        return noted(self.spec, invoke(self.fn, inputs, extra, device=self.device, state=self.state,
+                                        input_names=names, context=context))
+
+    def submit(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> Pending:
+        """The call, made when its result is asked for (in-process: nothing runs beside it)."""
+        return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout, context=context))
+
+    def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
+        self.calls += 1
+        return noted(self.spec, run_probe(self.fn, target, payload, self.device))
+
+    def settle(self) -> str | None:
+        return settle(self.state)
+
+    def close(self) -> None:
+        pass

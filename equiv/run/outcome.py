@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from equiv.run.faults import NOT_JUDGED_PREFIX, note
+
 # raised:     an Exception from the candidate (a failed check, the run goes on)
 # interrupt:  KeyboardInterrupt, SystemExit, GeneratorExit or another BaseException from it
 # exit:       its process ended (any exit code) before answering
@@ -79,41 +81,21 @@ def failed(kind: str, problem: str, **extra) -> CallOutcome:
     return CallOutcome(ok=False, kind=kind, problem=problem, **extra)
 
 
-_PLAIN = (bool, int, float, str, bytes, type(None))
+class Pending:
+    """A request that has been sent (``submit``); ``result()`` is its ``CallOutcome`` (made once)."""
+
+    def __init__(self, collect):
+        self._collect = collect
+        self._outcome = None
+
+    def result(self) -> CallOutcome:
+        if self._outcome is None:
+            self._outcome = self._collect()
+        return self._outcome
 
 
-def to_host(value):
-    """The returned structure with every tensor replaced by an ``Array`` (recursively in
-    tuples, lists and dicts, whose subclasses, such as ``torch.return_types.topk``, become the
-    plain container); plain values of exactly a builtin or NumPy type kept; anything else,
-    subclasses of plain types and object arrays included, becomes ``Opaque``: only our own
-    types cross back (``equiv.run.wire`` reads nothing else). Tensors are read with torch
-    functions disabled, and a tensor subclass (which could override how it is read) crosses as
-    ``Opaque`` named by its type: a contract failure."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
-    if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
-        return Opaque(f"tensor subclass {type(value).__module__}.{type(value).__qualname__}")
-    if isinstance(value, torch.Tensor):
-        with torch._C.DisableTorchFunction():
-            t = value.detach()
-            if t.dtype in (torch.bfloat16, torch.float16):
-                host = t.float().cpu().numpy()   # exact: both embed in float32
-            else:
-                host = t.cpu().numpy()
-            return Array(np.array(host, copy=True), str(t.dtype).removeprefix("torch."), tuple(t.shape),
-                         str(t.device), bool(t.is_contiguous()))
-    if isinstance(value, tuple):
-        return tuple(to_host(v) for v in value)
-    if isinstance(value, list):
-        return [to_host(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): to_host(v) for k, v in value.items()}
-    if type(value) in _PLAIN:
-        return value
-    if type(value) is np.ndarray and not value.dtype.hasobject:
-        return value
-    if isinstance(value, np.generic) and type(value).__module__ == "numpy" and not value.dtype.hasobject:
-        return value
-    return Opaque(type(value).__name__)
+def noted(spec: str, outcome: CallOutcome) -> CallOutcome:
+    """``outcome``, its line noted under ``spec`` when it is ``not_judged`` (``faults.note``)."""
+    if outcome.kind == "not_judged":
+        note(spec, outcome.problem.removeprefix(NOT_JUDGED_PREFIX))
+    return outcome

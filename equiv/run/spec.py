@@ -21,7 +21,7 @@ from typing import Callable
 
 from equiv.errors import CandidateLoadError
 from equiv.ops import DEFAULT_OP, get_op
-from equiv.run.load import load
+from equiv.run.load import Candidate, load
 
 KINDS = ("builtin", "module", "file", "callable")
 
@@ -109,3 +109,15 @@ def _may_trust() -> bool:
 def as_spec(value, op: str | None = None) -> CandidateSpec:
     """``value`` as a ``CandidateSpec`` (the entry points' one call)."""
     return CandidateSpec.parse(value, op)
+
+
+def runner_target(candidate, op: str):
+    """What a runner is asked for, for ``candidate`` of ``op``: the spec (a user's candidate runs
+    in the worker, ours in process), or the callable itself when a ``Candidate`` was handed whose
+    spec does not parse."""
+    if isinstance(candidate, Candidate):             # named by a spec: its runner; else the callable
+        try:
+            return CandidateSpec.parse(candidate.spec, op)
+        except CandidateLoadError:
+            return candidate.fn
+    return CandidateSpec.parse(candidate, op)

@@ -40,7 +40,7 @@ from equiv.devices import resolve_device
 from equiv.ops.draft_topk.compare import compare
 from equiv.ops.draft_topk.coverage import Shape, reaches_huge, tiny_shapes, tolerance_plan
 from equiv.ops.draft_topk.diagnose.attach import for_gate
-from equiv.ops.draft_topk.history import gate_coverage
+from equiv.ops.draft_topk.history_plan import gate_coverage
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.ops.draft_topk import ksupport, space
 from equiv.ops.draft_topk.ahead import Ahead

@@ -26,7 +26,7 @@ Plan
   (an offset and a padded stride at once: a slice of a larger buffer).
 - ``mask``: ``MASKS``, where the -inf entries of a row go (``recipes.py`` builds them).
 - ``confidence``: ``confidence.BANDS``, the top-1 probability bands of the ``confident`` family.
-- ``history``: ``history.KINDS``, the call histories the ``call_history`` property runs.
+- ``history``: ``history_plan.KINDS``, the call histories the ``call_history`` property runs.
 - ``reach(recipes, contexts)`` is what a run covered, per dimension; ``table_lines`` prints it.
 """
 from __future__ import annotations

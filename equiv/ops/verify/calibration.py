@@ -35,7 +35,8 @@ import torch
 
 from equiv.atomic import atomic_write
 from equiv.devices import resolve_device
-from equiv.ops.verify.calls import Draws, draw
+from equiv.ops.verify.calls import draw
+from equiv.ops.verify.draws import Draws
 from equiv.ops.verify.judge import judge_draws
 from equiv.ops.verify.laws import _law, _stops
 from equiv.ops.verify.paths import acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf, torch_sampler

@@ -40,7 +40,7 @@ from equiv.ops.verify.laws import PIT_BINS
 from equiv.ops.verify.plans import BUDGETS, plan
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.ops.verify.space import reach, table_lines
-from equiv.ops.verify.calls import calling_of
+from equiv.ops.verify.draws import calling_of
 from equiv.run.calling import reach as calling_reach
 from equiv.options import RunOptions
 from equiv.run import CandidateSpec, load_check, runner_for

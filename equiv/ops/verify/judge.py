@@ -60,7 +60,7 @@ import numpy as np
 from equiv.checks import Check
 from equiv.ops.verify import lossless
 from equiv.ops.verify.block_law import block_tests
-from equiv.ops.verify.calls import run_draws
+from equiv.ops.verify.draws import run_draws
 from equiv.ops.verify.independence import eligible, independence_check
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,

@@ -8,53 +8,28 @@ generator)`` once per seed with a fresh ``torch.Generator``, and checks what nee
 a pair of tensors, int64, ``[B, D+1]`` each, on the inputs' device, inputs unchanged. It returns
 plain values: ``{"paths": [calls, B, D+1], "outputs": [calls, B, D+1], "problem", "cause"}``
 (``cause``: ``raise``, ``output type`` or ``input write``; the runner's own failures are
-``crash or hang``), as verify's probe does (equiv/ops/verify/calls.py).
+``crash or hang``), as verify's probe does (equiv/ops/verify/calls.py). ``run_draws`` and ``declaration``, which ask
+a runner for these probes, are ``equiv.ops.verify_tree.draws`` (no torch: the gate's plan reads it
+at its start); this module runs where the candidate is called and imports torch at its top.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+import torch
 
-from equiv.errors import CandidateLoadError, EquivError
+from equiv.errors import EquivError
+from equiv.ops.verify_tree.draws import INPUT_NAMES, calling_of, declared
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, runner_for
-from equiv.run.load import Candidate
-from equiv.run.calling import Relabel, deal, key_of
-from equiv.run.seeded import seeded_calls
+from equiv.run.seeded import Relabel, seeded_calls
 
-INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
-SEED_UNIT = 100                  # plans.py: slot i's generator seeds from 1000 s + 100 i on
-
-
-def calling_of(seeds, device="cpu"):
-    """The calling classes of the case whose calls use ``seeds`` (``equiv.run.calling.deal``):
-    deterministic from the case, so its REPRO line replays them."""
-    return deal(key_of(seeds[0], SEED_UNIT), len(seeds), len(INPUT_NAMES), device)
-
+__all__ = ["call_once", "declared", "draw", "tree_verifier_function"]
 
 # a rewritten history's first call: the same geometry, other contents (the law under other token names)
 OTHER_CONTENTS = Relabel(tokens=(1,), tables=(2, 3))
 
 
-@dataclass(frozen=True)
-class TreeDraws:
-    recipe: str
-    seeds: tuple
-    paths: np.ndarray
-    outputs: np.ndarray
-    problem: str | None = None
-    cause: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-
 def _pair_problem(out, want, device) -> str | None:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         return f"returned a {type(out).__name__}, not a pair (accepted_path, output_token_ids)"
     for name, t in zip(("accepted_path", "output_token_ids"), out):
@@ -86,50 +61,9 @@ def draw(fn, device, payload) -> dict:
             "problem": problem, "cause": cause}
 
 
-def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:
-    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
-    if isinstance(candidate, Candidate):
-        try:
-            target = CandidateSpec.parse(candidate.spec, "verify_tree")
-        except CandidateLoadError:
-            target = candidate.fn
-    else:
-        target = CandidateSpec.parse(candidate, "verify_tree")
-    payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds], "guarded": guarded}
-    budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
-    runner = runner_for(target, device=device, timeout=budget, op="verify_tree")
-    got = runner.probe("equiv.ops.verify_tree.calls:draw", payload, timeout=budget)
-    want = (0, recipe.batch, recipe.trees().max_depth + 1)
-    if not got.ok:
-        empty = np.zeros(want, dtype=np.int64)
-        return TreeDraws(str(recipe), tuple(payload["seeds"]), empty, empty, f"{got.problem}", "crash or hang")
-    v = got.value
-    return TreeDraws(str(recipe), tuple(payload["seeds"]), v["paths"], v["outputs"], v["problem"], v.get("cause"))
-
-
-def declared(fn, device, payload) -> dict:
-    """The probe that reads what a verifier declares: its ``drafts`` and ``targets`` attributes."""
-    drafts, targets = getattr(fn, "drafts", None), getattr(fn, "targets", None)
-    return {"drafts": drafts if isinstance(drafts, str) else None,
-            "targets": targets if isinstance(targets, str) else None}
-
-
-def declaration(candidate, *, device: str, timeout: float | None) -> dict:
-    """``declared`` for ``candidate`` through its runner ({} when the runner cannot answer)."""
-    if callable(candidate) and not isinstance(candidate, CandidateSpec):
-        return declared(getattr(candidate, "fn", candidate), device, {})
-    runner = runner_for(CandidateSpec.parse(candidate, "verify_tree"), device=device, timeout=timeout,
-                        op="verify_tree")
-    got = runner.probe("equiv.ops.verify_tree.calls:declared", {}, timeout=timeout)
-    return got.value if got.ok else {}
-
-
 def call_once(fn, device, payload) -> dict:
     """The probe behind ``tree_verifier_function`` for a verifier in its worker: one call on host
     arrays built on ``device``."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     args = [None if a is None else torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in payload["inputs"]]
     path, out = fn(*args, torch.Generator(device=device).manual_seed(int(payload["seed"])))
     return {"path": path.cpu().numpy(), "out": out.cpu().numpy()}
@@ -141,9 +75,6 @@ def tree_verifier_function(candidate, device: str, timeout: float | None = None)
     asks this op for, ``Op.features("caller")``): ours and a callable run in this process on the
     live tensors; a user's spec runs in its supervised worker on host copies. A call that goes
     wrong raises ``EquivError`` with the runner's one-line problem."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     target = candidate if callable(candidate) and not isinstance(candidate, CandidateSpec) else \
         CandidateSpec.parse(candidate, "verify_tree")
     runner = runner_for(target, device=device, timeout=timeout, op="verify_tree")

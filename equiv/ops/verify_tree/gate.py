@@ -27,7 +27,7 @@ from dataclasses import replace
 from equiv.checks import stage_of, with_call_defects
 from equiv.devices import resolve_device
 from equiv.memory import ask_worker, measured
-from equiv.ops.verify_tree.calls import calling_of, declaration
+from equiv.ops.verify_tree.draws import calling_of, declaration
 from equiv.ops.verify_tree.defects import diagnose
 from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.judge import Case, run_judge

@@ -59,7 +59,7 @@ from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.ops.verify.tail import level_repeats, repeat_tests
-from equiv.ops.verify_tree.calls import run_draws
+from equiv.ops.verify_tree.draws import run_draws
 from equiv.ops.verify_tree.children import children_score
 from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step, tree_model
 from equiv.reference import verify_tree as ref

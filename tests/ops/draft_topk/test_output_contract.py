@@ -44,7 +44,7 @@ def test_float64_ulps_are_float32_ulps():
 
 
 def test_other_output_dtypes_are_refused_with_the_allowed_set():
-    from equiv.run.outcome import to_host
+    from equiv.run.invoke import to_host
 
     out = to_host((torch.zeros(2, 1, dtype=torch.float16), torch.zeros(2, 1, dtype=torch.int64)))
     msg = _contract(out, 2, 5, 1, "float32", "cpu")

@@ -144,6 +144,7 @@ def test_a_tensor_subclass_is_a_contract_failure_naming_its_type():
                                                 ("changes_after_48_calls", "after 48 calls", "run")])
 def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
     from equiv.ops.draft_topk import mutants
+    from equiv.ops.draft_topk.history_plan import RUN_CALLS
     from equiv.ops.draft_topk.paths import get_path
     from equiv.ops.draft_topk.recipes import Recipe
 
@@ -156,7 +157,7 @@ def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
     assert f"history:{what}" in found[0].parts
     recipe = Recipe.parse(found[0].recipe)              # the call's recipe, with its guard-band offset
     assert str(recipe.with_(offset=0)) in plan.recipes and recipe.offset in (0, plan.offsets[found[0].call])
-    assert plan.calls > 48 and history.RUN_CALLS["full"] > history.RUN_CALLS["quick"]
+    assert plan.calls > 48 and RUN_CALLS["full"] > RUN_CALLS["quick"]
     for fn in (get_path("softmax_topk"), mutants.ties_to_last_index):
         assert history.judge(plan, history.probe(fn, "cpu", payload)) == []
 
@@ -164,7 +165,7 @@ def test_call_history_mutants_fail_and_correct_paths_pass(name, needle, what):
 def test_the_gate_result_carries_the_coverage_table():
     from equiv.checks import Stage
     from equiv.verdict import GateResult
-    from equiv.ops.draft_topk.history import gate_coverage
+    from equiv.ops.draft_topk.history_plan import gate_coverage
 
     tol = Stage("tolerance", "pass", 1, 1, ran={"coverage": space.reach(DIMENSION_CASES.values())})
     props = Stage("properties", "pass", 1, 1, ran={"examples": {"call_history": 70}})

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from equiv.ops.verify.calls import calling_of
+from equiv.ops.verify.draws import calling_of
 from equiv.ops.verify.judge import Case, run_judge
 from equiv.ops.verify.plans import plan
 from equiv.ops.verify.paths import torch_sampler

@@ -72,7 +72,7 @@ def test_pair_scores_pass_a_correct_verifier_at_a_real_vocabulary():
     d, q, p = case.recipe.build()
     import torch
 
-    from equiv.ops.verify.calls import Draws
+    from equiv.ops.verify.draws import Draws
     out = torch_sampler(d, q, p, torch.Generator().manual_seed(1)).numpy()
     tests = block_tests([(case, Draws(str(case.recipe), (1, 1), np.stack([out, out])))], seed=0)
     assert tests and all(t["kind"] == "pair score" and not t["failed"] for _, t in tests)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from equiv import memory
-from equiv.ops.verify.calls import bytes_per_row, run_draws
+from equiv.ops.verify.draws import bytes_per_row, run_draws
 from equiv.ops.verify.judge import Case, run_judge
 from equiv.ops.verify.plans import POWER, plan
 from equiv.ops.verify.recipes import VerifyRecipe

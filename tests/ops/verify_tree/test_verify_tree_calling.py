@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from equiv.ops.verify_tree.calls import calling_of
+from equiv.ops.verify_tree.draws import calling_of
 from equiv.ops.verify_tree.gate import _coverage
 from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.judge import Case, run_judge

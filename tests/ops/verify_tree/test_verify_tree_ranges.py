@@ -12,7 +12,7 @@ from equiv.errors import InvalidArgument
 from equiv.ops.verify.space import REAL_VOCABS
 from equiv.ops.verify_tree import space
 from equiv.ops.verify_tree.judge import Case, judge_draws, run_judge
-from equiv.ops.verify_tree.calls import run_draws
+from equiv.ops.verify_tree.draws import run_draws
 from equiv.ops.verify_tree.independence import independence_cases
 from equiv.ops.verify_tree.paths import VERIFIERS, target_only
 from equiv.ops.verify_tree.plans import (EAGLE_VOCABS, MID_VOCABS, contract_cases, statistical_cases)

@@ -10,7 +10,7 @@ starts afresh there), through the prober's history call (``Prober.history``):
 
 - ``history:reread`` (or a check whose call saw an earlier output change: ``Check.outcome``
   ``outputs``, from ``equiv.run.invoke``): ``REREAD`` fresh inputs, every output kept alive
-  and re-read after each of the ``history.KEEP - 1`` = 16 calls after it. A kept output that
+  and re-read after each of the ``history_plan.KEEP - 1`` = 16 calls after it. A kept output that
   changes -> ``output_reused``, named with N, the number of calls after which it changed (a ring
   of N output buffers), and whose answer it then holds.
 - ``history:in_place``: two calls on one storage rewritten in place. The second answer is the
@@ -36,7 +36,7 @@ import numpy as np
 from equiv.ops.draft_topk.compare import answer_stage
 from equiv.ops.draft_topk.diagnose.isolate import Finding
 from equiv.ops.draft_topk.diagnose.probe import row_faults
-from equiv.ops.draft_topk.history import KEEP, HistoryPlan, problems, same_value
+from equiv.ops.draft_topk.history_plan import KEEP, HistoryPlan, problems, same_value
 from equiv.ops.draft_topk.recipes import Recipe
 from equiv.run import Array
 

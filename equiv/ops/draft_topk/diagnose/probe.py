@@ -279,7 +279,7 @@ class Prober:
         return obs
 
     def history(self, plan):
-        """A call history (``equiv.ops.draft_topk.history.HistoryPlan``) run where the candidate runs
+        """A call history (``equiv.ops.draft_topk.history_plan.HistoryPlan``) run where the candidate runs
         (its runner's probe): the reply (host arrays), or None when it did not answer. Counts its calls."""
         self.calls += plan.calls
         for text in plan.recipes:
