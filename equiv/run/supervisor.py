@@ -43,13 +43,11 @@ from multiprocessing import Pipe
 
 from equiv.errors import CandidateLoadError
 from equiv.run import wire
-from equiv.run.outcome import CallOutcome, failed
+from equiv.run.faults import NOT_JUDGED_PREFIX
+from equiv.run.outcome import CallOutcome, Pending, failed, noted
 from equiv.run.spec import CandidateSpec
 from equiv.memory import allocator_environment
-from equiv.run.faults import NOT_JUDGED_PREFIX, note
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, build_timeout, limit_seconds
-from equiv.run.guard import Raw
-from equiv.run.invoke import CallState, invoke, run_probe, settle
 
 MAX_ABNORMAL = 3
 BUILD_LIMIT_HINT = "raise it with EQUIV_BUILD_TIMEOUT_S"
@@ -66,56 +64,6 @@ def _signal_name(num: int) -> str:
         return signal.Signals(num).name
     except ValueError:
         return f"signal {num}"
-
-
-class Pending:
-    """A request that has been sent (``submit``); ``result()`` is its ``CallOutcome`` (made once)."""
-
-    def __init__(self, collect):
-        self._collect = collect
-        self._outcome = None
-
-    def result(self) -> CallOutcome:
-        if self._outcome is None:
-            self._outcome = self._collect()
-        return self._outcome
-
-
-def _noted(spec: str, outcome: CallOutcome) -> CallOutcome:
-    """``outcome``, its line noted under ``spec`` when it is ``not_judged`` (``faults.note``)."""
-    if outcome.kind == "not_judged":
-        note(spec, outcome.problem.removeprefix(NOT_JUDGED_PREFIX))
-    return outcome
-
-
-class InProcessRunner:
-    """Calls in this process: our own paths (trusted), or a callable the API was handed."""
-
-    isolated = False
-
-    def __init__(self, fn, candidate: CandidateSpec, device: str):
-        self.fn, self.candidate, self.spec, self.device = fn, candidate, candidate.text, device
-        self.state = CallState()
-        self.calls = 0
-
-    def call(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> CallOutcome:
-        self.calls += 1
-        return _noted(self.spec, invoke(self.fn, inputs, extra, device=self.device, state=self.state,
-                                        input_names=names, context=context))
-
-    def submit(self, inputs, *extra, names=("logits",), timeout=None, context=None) -> Pending:
-        """The call, made when its result is asked for (in-process: nothing runs beside it)."""
-        return Pending(lambda: self.call(inputs, *extra, names=names, timeout=timeout, context=context))
-
-    def probe(self, target: str, payload=None, timeout=None) -> CallOutcome:
-        self.calls += 1
-        return _noted(self.spec, run_probe(self.fn, target, payload, self.device))
-
-    def settle(self) -> str | None:
-        return settle(self.state)
-
-    def close(self) -> None:
-        pass
 
 
 class WorkerRunner:
@@ -256,7 +204,7 @@ class WorkerRunner:
     def _abnormal(self, outcome: CallOutcome) -> CallOutcome:
         if outcome.kind == "not_judged":
             self.stopped = f"the candidate {outcome.problem}"
-            return _noted(self.spec, outcome)
+            return noted(self.spec, outcome)
         if outcome.abnormal:
             self.abnormal_ends += 1
             if self.abnormal_ends >= MAX_ABNORMAL and self.stopped is None:
@@ -364,33 +312,6 @@ class WorkerRunner:
             self.log = None
 
 
-class CandidateEnded(RuntimeError):
-    """A call through ``as_callable`` did not return normally (its one-line problem)."""
-
-
-def as_callable(runner):
-    """``fn(logits, k)`` that runs each call through ``runner`` (for a harness that calls a
-    candidate in a loop, as the MTP decoder does): the logits cross as their values, the outputs
-    come back as tensors on the logits' device, and any failed call raises ``CandidateEnded``."""
-    def call(logits, k):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
-        out = runner.call(Raw.of(logits), k)
-        if not out.ok:
-            raise CandidateEnded(f"the candidate {out.problem}")
-        tensors = []
-        for a in out.value if isinstance(out.value, (tuple, list)) else (out.value,):
-            t = torch.as_tensor(getattr(a, "values", a))
-            if getattr(a, "dtype", None) in ("bfloat16", "float16"):
-                t = t.to(getattr(torch, a.dtype))
-            tensors.append(t.to(logits.device))
-        return tuple(tensors)
-
-    call.spec = runner.spec
-    return call
-
-
 def _device_key(device) -> str:
     """One name per device: ``cuda`` and ``cuda:0`` (a tensor's ``str(t.device)``) are one GPU
     to a fresh worker, so they share one runner (before: a second worker, seconds to start)."""
@@ -398,17 +319,26 @@ def _device_key(device) -> str:
     return "cuda:0" if name == "cuda" else name
 
 
+def _in_process(fn, spec: CandidateSpec, device: str):
+    """The runner that calls ``fn`` in this process (``equiv.run.invoke.InProcessRunner``)."""
+    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle): invoke imports it, and
+    # only a process that calls a candidate in-process pays for it (a gate's start never does)
+    from equiv.run.invoke import InProcessRunner
+
+    return InProcessRunner(fn, spec, device)
+
+
 def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None):
     """The runner of ``candidate`` (a ``CandidateSpec``; a string or callable is parsed for
     ``op``) on ``device`` for this command."""
     spec = CandidateSpec.parse(candidate, op)
     if spec.kind == "callable":
-        return InProcessRunner(spec.fn, spec, str(device))
+        return _in_process(spec.fn, spec, str(device))
     key = (spec, _device_key(device), os.getcwd())
     runner = _RUNNERS.get(key)
     if runner is None:
         if spec.trusted:
-            runner = InProcessRunner(spec.load().fn, spec, str(device))
+            runner = _in_process(spec.load().fn, spec, str(device))
         else:
             runner = WorkerRunner(spec, str(device), timeout)
         _RUNNERS[key] = runner
