@@ -26,7 +26,8 @@ from equiv.ops.draft_topk import ksupport
 from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
 from equiv.properties.runner import Suite
 from equiv.properties.subjects import options_from, subjects_from
-from equiv.pytest.plugin import activate, option, register_profiles
+from equiv.pytest.plugin import activate, option
+from equiv.pytest.profiles import register_profiles
 
 EQUIV_SUITE = True
 register_profiles()

@@ -40,7 +40,7 @@ from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
 from equiv.ops.draft_topk.space import call_context
 from equiv.ops.draft_topk.tolerance import tolerance_for
 from equiv.properties.subjects import QUICK_EXAMPLES
-from equiv.pytest.plugin import suite_settings
+from equiv.pytest.profiles import suite_settings
 from equiv.run import Raw, runner_for
 from equiv.run.outcome import ABNORMAL
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, seed as with_seed, settings
 
 from equiv.devices import resolve_device
-from equiv.pytest.plugin import option, suite_settings
+from equiv.pytest.plugin import option
+from equiv.pytest.profiles import suite_settings
 
 EXACT = ("contract", "support", "greedy")
 QUICK_EXAMPLES = 6

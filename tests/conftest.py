@@ -1,7 +1,8 @@
 """equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.pytest.plugin)."""
 import pytest
 
-from equiv.pytest.plugin import activate, register_profiles
+from equiv.pytest.plugin import activate
+from equiv.pytest.profiles import register_profiles
 
 EQUIV_SUITE = True
 register_profiles()

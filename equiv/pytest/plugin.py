@@ -30,7 +30,7 @@ Options (defaults are ``None`` so that "given" can be told from "left alone"):
 In an equiv run, the Hypothesis profiles ``equiv-dev``, ``equiv-ci`` and ``equiv-nightly`` are
 registered; ``HYPOTHESIS_PROFILE`` picks one (default ``equiv-dev``), but a profile the host
 already loaded (or ``--hypothesis-profile``) is never replaced; equiv's properties still run
-under their own deadline and example counts (``suite_settings``). Tests marked ``equiv_gpu`` are
+under their own deadline and example counts (``equiv.pytest.profiles.suite_settings``). Tests marked ``equiv_gpu`` are
 skipped without a CUDA device. Bad option values stop the run with one line naming the value and
 the fix. torch is imported only when an option needs it.
 
@@ -51,10 +51,10 @@ from equiv.memory import PEAKS_ENV, DEFAULT_MAX_GPU_MEMORY, ask_worker, memory_t
 from equiv.ops import all_options, get_op, op_names
 from equiv.options import BUDGETS, DEFAULTS as _D, DEVICES, RunOptions
 from equiv.run import faults
+from equiv.run.supervisor import load_check, runner_for   # no NumPy: ~9 ms on the busy 2-core CPU
 from equiv.validation import check_choices
 
 REQUIREMENTS = ("batch-invariant",)
-PROFILES = ("equiv-dev", "equiv-ci", "equiv-nightly")
 GPU_MARKER = "equiv_gpu"
 # The values an option means when it is not given (its parser default is None).
 DEFAULTS = {"equiv_candidate": None, "equiv_device": _D["device"], "equiv_dtype": None, "equiv_k": _D["k"],
@@ -120,69 +120,6 @@ def is_equiv_run(config) -> bool:
     return any(getattr(p, "EQUIV_SUITE", False) for p in config.pluginmanager.get_plugins())
 
 
-def _needed() -> dict:
-    """The Hypothesis settings equiv's properties need whatever profile is loaded."""
-    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-    from hypothesis import HealthCheck, Phase
-
-    # No deadline: one example builds and judges rows of V = 129280 (seconds on a CPU).
-    # No explain phase: it traces coverage while re-running the failing example with parts
-    # varied, which multiplies the cost of a failure at V = 129280 (15 s instead of 3 s) for a
-    # note the REPRO line already makes unnecessary.
-    return dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-                phases=[p for p in Phase if p is not Phase.explain])
-
-
-def suite_settings():
-    """The settings each of equiv's properties runs under: the loaded profile when it is one of
-    equiv's; under a host project's own profile (its conftest loaded one), that profile's
-    randomness and database but equiv's deadline, health checks, phases and ``equiv-dev``'s
-    example count, so that a host's 200 ms deadline or 500 examples never reach equiv's suite.
-    Nothing is loaded or registered: the host's own tests keep their profile."""
-    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-    from hypothesis import settings
-
-    register_profiles()
-    current = settings.default
-    ours = settings.get_current_profile_name() in PROFILES
-    examples = current.max_examples if ours else settings.get_profile("equiv-dev").max_examples
-    return settings(current, max_examples=examples, **_needed())
-
-
-def register_profiles() -> None:
-    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-    from hypothesis import settings
-
-    common = _needed()
-    settings.register_profile("equiv-dev", max_examples=30, **common)
-    settings.register_profile("equiv-ci", max_examples=30, derandomize=True, database=None,
-                              print_blob=True, **common)
-    settings.register_profile("equiv-nightly", max_examples=10_000, print_blob=True, **common)
-
-
-def _load_profile(config) -> None:
-    """Load the profile ``HYPOTHESIS_PROFILE`` names (default equiv-dev), unless one is loaded."""
-    # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-    from hypothesis import settings
-
-    register_profiles()
-    wanted = os.environ.get("HYPOTHESIS_PROFILE")
-    if wanted:
-        try:
-            settings.get_profile(wanted)
-        except Exception:
-            raise pytest.UsageError(
-                f"HYPOTHESIS_PROFILE={wanted!r} is not a registered Hypothesis profile: equiv's are "
-                f"{', '.join(PROFILES)}") from None
-    if config.getoption("hypothesis_profile", None):
-        return                                   # the caller's choice stands
-    # HYPOTHESIS_PROFILE naming one of equiv's profiles is an explicit ask: it wins over a profile
-    # loaded without one (Hypothesis loads its own "ci" profile by itself when CI is set)
-    if wanted not in PROFILES and settings.get_current_profile_name() != "default":
-        return                                   # the host's choice stands
-    settings.load_profile(wanted or "equiv-dev")
-
-
 def _validate(config) -> None:
     """The equiv options read once (``equiv.options.RunOptions``: every value checked, the spec
     parsed); the candidate's worker starts loading it while pytest collects."""
@@ -196,8 +133,6 @@ def _validate(config) -> None:
         if path:
             check_outputs({"--equiv-report-json": path})
         if opts.spec is not None:                # imported in its worker: a usage error here
-            from equiv.run import load_check   # the supervisor imports NumPy (~0.15 s): equiv runs only
-
             # the worker loads while pytest collects; pytest_collection_finish reads its answer
             load = (opts.spec, opts.device, opts.timeout)
             load_check(*load, wait=False)
@@ -219,8 +154,6 @@ def pytest_collection_finish(session):
     load = session.config.stash.get(_LOAD_KEY, None)
     if load is None:
         return
-    from equiv.run import load_check           # the supervisor imports NumPy (~0.15 s): equiv runs only
-
     try:
         load_check(*load)
     except UsageError as exc:
@@ -238,7 +171,10 @@ def activate(config) -> None:
     config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA device; skipped when none is present")
     config.addinivalue_line("markers", f"equiv_op(name): a property of that operation (default {_D['op']})")
     try:
-        _load_profile(config)
+        # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
+        from equiv.pytest.profiles import load_profile
+
+        load_profile(config)
     except ImportError:                          # hypothesis missing: property tests will say so
         pass
     _validate(config)
@@ -259,9 +195,6 @@ def pytest_sessionfinish(session):
     worker's, for the gate's JSON; nothing otherwise."""
     if not os.environ.get(PEAKS_ENV) or OPTIONS_KEY not in session.config.stash:
         return
-    # imported already (the suite ran the candidate): 0 s here; at the plugin's import, NumPy's 0.15 s
-    from equiv.run import runner_for
-
     opts = session.config.stash[OPTIONS_KEY]
     isolated = opts.spec is not None and not opts.spec.trusted
     runner = runner_for(opts.spec, device=opts.device, timeout=opts.timeout) if isolated else None

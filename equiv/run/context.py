@@ -6,8 +6,9 @@ main one, and a CUDA-graph or overlap scheduler on a stream other than the defau
 can be right in one of these and wrong in another (a fast path keyed on ``torch.is_grad_enabled()``
 or ``torch.is_inference_mode_enabled()``, state kept per thread, a launch on the default stream
 while its input was written on the current one). The context is a field of the call: whoever
-draws the calls (an op's plan) names it, and ``call_in`` applies it where the call happens (the
-candidate's worker, ``equiv.run.invoke``, or a probe that calls the candidate many times).
+draws the calls (an op's plan) names it, and ``call_in`` (``equiv.run.seeded``, with torch)
+applies it where the call happens (the candidate's worker, ``equiv.run.invoke``, or a probe that
+calls the candidate many times). This module, the names, is read without torch (the registry).
 
 Plan
 ----
@@ -19,15 +20,12 @@ Plan
   Each of the first three is set explicitly, so a context holds inside a caller that is itself
   in inference mode (the MTP decoder).
 - ``available(device)``: the contexts a device offers (``side_stream`` on CUDA only).
-- ``call_in(context, fn, args, device)``: ``fn(*args)`` in that context; an exception of any kind
+- ``call_in(context, fn, args, device)`` (``equiv.run.seeded``): ``fn(*args)`` in that context; an exception of any kind
   raised in the thread is raised again in the caller's, so a candidate cannot end the run from a
   thread either. ``None`` is the caller's own context (the worker's main thread, grad enabled).
 - ``check_context`` turns a name into one, or a one-line ``InvalidArgument`` naming the choices.
 """
 from __future__ import annotations
-
-import queue
-import threading
 
 from equiv.errors import InvalidArgument
 
@@ -50,69 +48,3 @@ def check_context(name, device=None):
         extra = " (side_stream needs a CUDA device)" if name in GPU_ONLY else ""
         raise InvalidArgument(f"context={name!r} is invalid{extra}: give one of {', '.join(choices)}")
     return name
-
-
-class _Thread:
-    """One long-lived thread other than the main one; ``run(fn, args)`` calls there and waits."""
-
-    def __init__(self):
-        self.jobs: queue.Queue = queue.Queue()
-        self.thread = threading.Thread(target=self._serve, name="equiv-caller", daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            fn, args, reply = self.jobs.get()
-            try:
-                reply.put((True, fn(*args)))
-            except BaseException as exc:         # noqa: B036 - handed to the caller's thread
-                reply.put((False, exc))
-
-    def run(self, fn, args):
-        reply: queue.Queue = queue.Queue(maxsize=1)
-        self.jobs.put((fn, args, reply))
-        ok, value = reply.get()
-        if not ok:
-            raise value
-        return value
-
-
-_THREAD: _Thread | None = None
-_LOCK = threading.Lock()
-
-
-def _caller_thread() -> _Thread:
-    global _THREAD
-    with _LOCK:
-        if _THREAD is None:
-            _THREAD = _Thread()
-        return _THREAD
-
-
-def call_in(context, fn, args, device="cpu"):
-    """``fn(*args)`` in ``context`` (module docstring); ``None``: as the caller is."""
-    if context is None:
-        return fn(*args)
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: equiv.run is read without torch by the plugin
-
-    if context == "grad":
-        with torch.inference_mode(False), torch.enable_grad():
-            return fn(*args)
-    if context == "no_grad":
-        with torch.inference_mode(False), torch.no_grad():
-            return fn(*args)
-    if context == "inference_mode":
-        with torch.inference_mode():
-            return fn(*args)
-    if context == "thread":
-        return _caller_thread().run(fn, args)
-    if context == "side_stream":
-        main = torch.cuda.current_stream(device)
-        side = torch.cuda.Stream(device)
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            out = fn(*args)
-        main.wait_stream(side)
-        return out
-    raise InvalidArgument(f"context={context!r} is invalid: give one of {', '.join(CONTEXTS)}")

@@ -151,10 +151,7 @@ def _host_memory() -> Memory | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _index(device: str) -> int:
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: as in memory()
-
+def _index(torch, device: str) -> int:
     return torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
 
 
@@ -179,7 +176,7 @@ def memory(device) -> Memory | None:
 
         try:
             if not torch.cuda.is_current_stream_capturing():
-                index = _index(str(device))
+                index = _index(torch, str(device))
                 free, total = torch.cuda.mem_get_info(index)
                 reading = Memory(int(free), int(total), _reserved(torch, index))
         except Exception:                        # noqa: BLE001 - a reading, never a verdict

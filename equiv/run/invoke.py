@@ -31,11 +31,11 @@ import numpy as np
 import torch
 
 from equiv.memory import trim
-from equiv.run.context import call_in
 from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
 from equiv.run.guard import Guarded, build_inputs
 from equiv.run.inputs import Seeded
 from equiv.run.outcome import Array, CallOutcome, Opaque, Pending, failed, noted
+from equiv.run.seeded import call_in
 from equiv.run.spec import CandidateSpec
 
 KEEP_LIVE = 4                                    # inputs kept for the end-of-stage re-check

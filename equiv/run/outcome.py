@@ -16,10 +16,12 @@ Plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from equiv.run.faults import NOT_JUDGED_PREFIX, note
+
+if TYPE_CHECKING:                                # an annotation only: reading an outcome needs no NumPy
+    import numpy as np
 
 # raised:     an Exception from the candidate (a failed check, the run goes on)
 # interrupt:  KeyboardInterrupt, SystemExit, GeneratorExit or another BaseException from it

@@ -14,21 +14,91 @@ problem: what the call raised (``exception_line``), what ``output_problem(out)``
 output, a guard band written, or an output changed by a later call. Returns ``(outputs, problem,
 cause)``, ``cause`` the data the diagnosis reads: ``"raise"``, ``"output type"``, ``"input
 write"`` or ``"output reused"``. ``rewrite(guard, values, bump)`` writes a guarded input in
-place (the draft op's history); ``Rotating`` is ``fn`` for a probe that calls a candidate in a loop
+place (the draft op's history); ``call_in(context, fn, args, device)`` calls ``fn(*args)`` in a
+calling context (``equiv.run.context`` names them); ``Rotating`` is ``fn`` for a probe that calls a candidate in a loop
 (the MTP decoder), each call in its context and its input in a guard band. Torch is imported at the top: this module runs where the
 candidate is called (the worker, or in-process for our own paths), never at a command's start.
 """
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import dataclass
 
 import torch
 
 from equiv.run.calling import LAYOUTS, OFFSET, PAD_TO, SLICED_AFTER, SLICED_BEFORE, OTHER_SEED, Calling
-from equiv.run.context import call_in
+from equiv.errors import InvalidArgument
+from equiv.run.context import CONTEXTS
 from equiv.run.guard import Guarded
 
-__all__ = ["InputWritten", "Relabel", "Rotating", "exception_line", "lay_out", "rewrite", "run_calls", "seeded_calls"]
+__all__ = ["InputWritten", "Relabel", "Rotating", "call_in", "exception_line", "lay_out", "rewrite", "run_calls",
+           "seeded_calls"]
+
+
+# ---- the calling context ---------------------------------------------------------------------------
+
+class _Thread:
+    """One long-lived thread other than the main one; ``run(fn, args)`` calls there and waits."""
+
+    def __init__(self):
+        self.jobs: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name="equiv-caller", daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            fn, args, reply = self.jobs.get()
+            try:
+                reply.put((True, fn(*args)))
+            except BaseException as exc:         # noqa: B036 - handed to the caller's thread
+                reply.put((False, exc))
+
+    def run(self, fn, args):
+        reply: queue.Queue = queue.Queue(maxsize=1)
+        self.jobs.put((fn, args, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_THREAD: _Thread | None = None
+_LOCK = threading.Lock()
+
+
+def _caller_thread() -> _Thread:
+    global _THREAD
+    with _LOCK:
+        if _THREAD is None:
+            _THREAD = _Thread()
+        return _THREAD
+
+
+def call_in(context, fn, args, device="cpu"):
+    """``fn(*args)`` in ``context`` (module docstring); ``None``: as the caller is."""
+    if context is None:
+        return fn(*args)
+    if context == "grad":
+        with torch.inference_mode(False), torch.enable_grad():
+            return fn(*args)
+    if context == "no_grad":
+        with torch.inference_mode(False), torch.no_grad():
+            return fn(*args)
+    if context == "inference_mode":
+        with torch.inference_mode():
+            return fn(*args)
+    if context == "thread":
+        return _caller_thread().run(fn, args)
+    if context == "side_stream":
+        main = torch.cuda.current_stream(device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            out = fn(*args)
+        main.wait_stream(side)
+        return out
+    raise InvalidArgument(f"context={context!r} is invalid: give one of {', '.join(CONTEXTS)}")
 
 
 # ---- layout ---------------------------------------------------------------------------------------

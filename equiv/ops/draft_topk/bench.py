@@ -36,7 +36,6 @@ from equiv.candidate import load_candidate
 from equiv.errors import NoDeviceError
 from equiv.figures import pyplot
 from equiv.ops.draft_topk.paths import get_path, path_names
-from equiv.ops.draft_topk.recipes import _torch_dtype
 from equiv.options import DEFAULT_VOCAB
 
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
@@ -223,7 +222,7 @@ def run_bench(paths=None, dtypes=("float32", "bfloat16"), ks=(1, 4), batches=DEF
     ceiling, how = read_ceiling()
     rows, sized, done, total = [], [], 0, len(dtypes) * len(batches) * len(ks) * len(cands)
     for dtype in dtypes:
-        tdtype = _torch_dtype(dtype)
+        tdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
         for batch in batches:
             buffers = make_buffers(batch, vocab, tdtype, l2, seed)
             nbytes = batch * vocab * buffers[0].element_size()

@@ -15,10 +15,9 @@ import torch
 
 from equiv.ops.draft_topk.history_plan import HistoryPlan, judge, plan_for, problems
 from equiv.ops.draft_topk.recipes import Recipe
-from equiv.run.context import call_in
 from equiv.run.guard import Guarded
 from equiv.run.invoke import to_host
-from equiv.run.seeded import rewrite
+from equiv.run.seeded import call_in, rewrite
 
 __all__ = ["HistoryPlan", "judge", "plan_for", "probe", "problems"]
 

@@ -27,8 +27,8 @@ from equiv.ops.draft_topk.gate import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.options import RunOptions, auto_ks
 from equiv.run import runner_for
-from equiv.run.context import CONTEXTS, available, call_in, check_context
-from equiv.run.seeded import InputWritten, Rotating
+from equiv.run.context import CONTEXTS, available, check_context
+from equiv.run.seeded import InputWritten, Rotating, call_in
 
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/, where the shared candidates live
