@@ -144,8 +144,11 @@ class VerifyRecipe(RecipeText):
             last, rows = t.shape[-1], t.numel() // max(t.shape[-1], 1)
             stride = last + self.pad
             fill = _PAD_FILL if t.dtype.is_floating_point else 0
-            buf = torch.full((self.offset + rows * stride,), fill, dtype=t.dtype, device=device)
-            buf[self.offset:].view(rows, stride)[:, :last] = t.reshape(rows, last)
+            buf = torch.empty((self.offset + rows * stride,), dtype=t.dtype, device=device)
+            buf[:self.offset].fill_(fill)          # the fill where the rows are not, the rows once
+            body = buf[self.offset:].view(rows, stride)
+            body[:, last:].fill_(fill)
+            body[:, :last] = t.reshape(rows, last)
             strides = [1, stride]
             for size in reversed(t.shape[1:-1]):
                 strides.append(strides[-1] * size)
