@@ -160,6 +160,69 @@ class CheckRun:
         return {**self.result.to_json(), **extra}
 
 
+@dataclass(frozen=True)
+class Case:
+    """One recipe of a verifier op's plan: ``calls`` seeded calls from ``seed`` on (``seeds``: then
+    the first seed again, the replay); ``statistical`` when its outputs feed the statistical tests;
+    ``purpose`` what the plan drew it for (the op's ``space.PURPOSES``)."""
+
+    recipe: object
+    calls: int
+    seed: int
+    statistical: bool = False
+    purpose: str = ""
+
+    @property
+    def seeds(self) -> tuple:
+        return tuple(range(self.seed, self.seed + self.calls)) + (self.seed,)   # last: the replay
+
+
+class JudgeVerdict:
+    """What the verdicts of the verifier ops' judges share (their fields ``checks``, ``calls``,
+    ``notes``): ``passed``, ``failed`` and the body of ``summary``."""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and self.calls > 0 and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.checks if not c.passed]
+
+    def summary_of(self, head: str, optimum: str) -> str:
+        """``head``, a line per check, the notes, the efficiency table (``efficiency``: a dict per
+        statistical recipe; its optimum's column named ``optimum``), the REPRO lines."""
+        lines = [head] + [f"  {c.name:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}" for c in self.checks]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.efficiency:
+            lines.append(f"  {'efficiency':<12} {'accept length':>13} {optimum:>13} {'ratio':>6}  recipe")
+            lines += [f"  {'':<12} {e['accept_length']:>13.3f} {_num(e['token_optimum'], 13)} "
+                      f"{_num(e['ratio'], 6)}  {e['recipe']}" for e in self.efficiency]
+        lines += [c.repro for c in self.failed if c.repro]
+        return "\n".join(lines)
+
+
+def _num(x, width: int) -> str:
+    return f"{'-':>{width}}" if x is None else f"{x:>{width}.3f}"
+
+
+class FirstFailures:
+    """The first failure of each check as a judge goes through its recipes (``first``: check ->
+    ``Check``): the smallest recipe showing it, or the first failure that brings its own REPRO
+    line. An op's judge says how: ``judged`` (its ``Check``), ``size(recipe)``, ``seed(case,
+    call)`` (the generator seed of a call) and ``repro(case)``."""
+
+    def fail(self, check, case, found, evidence=None, repro=None, cause=None):
+        old = self.first.get(check)
+        if old is not None and (repro or self.size(old.recipe) <= self.size(case.recipe)):
+            return
+        call, row, message = found
+        where = "" if row is None else f"row {row} of call {call} (seed {self.seed(case, call)}): "
+        self.first[check] = self.judged(check, False, f"{where}{message}", str(case.recipe),
+                                        repro or self.repro(case),
+                                        {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
+
+
 # ---- coverage: where each class of each data dimension was judged ----------------------------------
 JUDGED_WHERE = ("statistical", "exact checks only", "not reached")
 

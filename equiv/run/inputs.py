@@ -69,14 +69,6 @@ class Raw:
 
 @dataclass(frozen=True)
 class Seeded:
-    """A ``torch.Generator`` seeded with ``seed``, made on the worker's device."""
+    """A ``torch.Generator`` seeded with ``seed``, made on the worker's device (``equiv.run.invoke``)."""
 
     seed: int
-
-    def make(self, device):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
-        g = torch.Generator(device=device)
-        g.manual_seed(int(self.seed))
-        return g

@@ -58,6 +58,13 @@ class CallState:
             self.prev_outputs = [(t, t.detach().clone(), 0) for t in outputs] + older
 
 
+def _generator(seeded: Seeded, device):
+    """The ``torch.Generator`` a ``Seeded`` argument becomes on ``device``."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seeded.seed))
+    return g
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -105,7 +112,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
             guards = [None if t is None else Guarded(t, input_names[i] if i < len(input_names) else f"argument {i}")
                       for i, t in enumerate(built)]
             args = [None if g is None else g.tensor for g in guards]
-            args += [a.make(device) if isinstance(a, Seeded) else a for a in extra]
+            args += [_generator(a, device) if isinstance(a, Seeded) else a for a in extra]
     except NotJudged as exc:
         return _not_judged(exc, t0)
     late = next((p for p in (g.problem("after returning from an earlier call") for g in state.live) if p), None)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.checks import Check
+from equiv.verdict import Case, FirstFailures, JudgeVerdict
 from equiv.ops.verify import lossless
 from equiv.ops.verify.block_law import block_tests
 from equiv.ops.verify.draws import run_draws
@@ -100,7 +101,7 @@ def judged(check: str, passed: bool, detail: str, recipe: str | None = None, rep
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(JudgeVerdict):
     """Every check of one judge run, with what ran (recipes, calls, rows) and where."""
 
     candidate: str
@@ -114,26 +115,10 @@ class Verdict:
     notes: tuple = ()
     efficiency: tuple = ()           # one dict per statistical recipe (module docstring)
 
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and self.calls > 0 and all(c.passed for c in self.checks)
-
-    @property
-    def failed(self) -> list:
-        return [c for c in self.checks if not c.passed]
-
     def summary(self) -> str:
-        lines = [f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} under the "
-                 f"{self.law} law ({self.recipes} recipes, {self.calls} calls, {self.rows} rows judged)"]
-        for c in self.checks:
-            lines.append(f"  {c.name:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}")
-        lines += [f"  note: {n}" for n in self.notes]
-        if self.efficiency:
-            lines.append(f"  {'efficiency':<12} {'accept length':>13} {'token optimum':>13} {'ratio':>6}  recipe")
-            lines += [f"  {'':<12} {e['accept_length']:>13.3f} {e['token_optimum']:>13.3f} {e['ratio']:>6.3f}  "
-                      f"{e['recipe']}" for e in self.efficiency]
-        lines += [c.repro for c in self.failed if c.repro]
-        return "\n".join(lines)
+        return self.summary_of(f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} under the "
+                               f"{self.law} law ({self.recipes} recipes, {self.calls} calls, {self.rows} rows judged)",
+                               "token optimum")
 
     def to_json(self) -> dict:
         return {"candidate": self.candidate, "device": self.device, "seed": self.seed,
@@ -147,26 +132,11 @@ def repro_line(spec: str, recipe, calls: int, seed: int, device: str, law: str =
             f"--seed {seed} --device {device}" + ("" if law == "lossless" else f" --law {law}"))
 
 
-@dataclass(frozen=True)
-class Case:
-    """One recipe of a plan: ``calls`` seeded calls from ``seed`` on; ``statistical`` when its
-    outputs feed the statistical tests; ``purpose`` what the plan drew it for (space.PURPOSES:
-    ``joint exact`` and ``independence`` cases feed those checks, judge_more.py)."""
+class _Findings(FirstFailures):
+    """The first failure of each check (the smallest recipe showing it: ``FirstFailures``) and the
+    counts of each check, as recipes are judged."""
 
-    recipe: VerifyRecipe
-    calls: int
-    seed: int
-    statistical: bool = False
-    purpose: str = ""
-
-    @property
-    def seeds(self) -> tuple:
-        return tuple(range(self.seed, self.seed + self.calls)) + (self.seed,)   # last: the replay
-
-
-class _Findings:
-    """The first failure of each check (the smallest recipe showing it) and the counts of each
-    check, as recipes are judged."""
+    judged = staticmethod(judged)
 
     def __init__(self, spec, device, law):
         self.spec, self.device, self.law = spec, device, law
@@ -175,16 +145,16 @@ class _Findings:
         self.ran: dict = {c: 0 for c in CHECKS + LOSSLESS_CHECKS}
         self.short = 0                           # greedy rows that stopped before greedy decoding's end
 
-    def fail(self, check, case, found, evidence=None, repro=None, cause=None):
-        old = self.first.get(check)
-        if old is not None and (repro or _size(old.recipe) <= _size(case.recipe)):
-            return
-        call, row, message = found
-        where = "" if row is None else f"row {row} of call {call} (seed {case.seed + call}): "
-        self.first[check] = judged(check, False, f"{where}{message}", str(case.recipe),
-                                        repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
-                                                            self.device, self.law),
-                                        {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
+    @staticmethod
+    def size(recipe) -> int:
+        return _size(recipe)
+
+    @staticmethod
+    def seed(case, call) -> int:
+        return case.seed + call
+
+    def repro(self, case) -> str:
+        return repro_line(self.spec, case.recipe, case.calls, case.seed, self.device, self.law)
 
     def note(self, check, case, found, who="block verification does"):
         if check not in self.notes:

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.checks import Check
+from equiv.verdict import Case, FirstFailures, JudgeVerdict
 from equiv.ops.verify.independence import independence_check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
@@ -74,20 +75,7 @@ _SALT = 4099
 
 
 @dataclass(frozen=True)
-class Case:
-    recipe: TreeRecipe
-    calls: int
-    seed: int
-    statistical: bool = False
-    purpose: str = ""
-
-    @property
-    def seeds(self) -> tuple:
-        return tuple(range(self.seed, self.seed + self.calls)) + (self.seed,)   # last: the replay
-
-
-@dataclass(frozen=True)
-class TreeVerdict:
+class TreeVerdict(JudgeVerdict):
     """Every check of one judge run, with what ran and under which declared construction."""
 
     candidate: str
@@ -102,25 +90,10 @@ class TreeVerdict:
     notes: tuple = ()
     law: str = "lossless"
 
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and self.calls > 0 and all(c.passed for c in self.checks)
-
-    @property
-    def failed(self) -> list:
-        return [c for c in self.checks if not c.passed]
-
     def summary(self) -> str:
-        lines = [f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} (lossless for "
-                 f"drafts={self.drafts}; {self.recipes} recipes, {self.calls} calls, {self.rows} rows)"]
-        lines += [f"  {c.name:<12} {'pass' if c.passed else 'FAIL':<5} {c.detail}" for c in self.checks]
-        lines += [f"  note: {n}" for n in self.notes]
-        if self.efficiency:
-            lines.append(f"  {'efficiency':<12} {'accept length':>13} {'tree optimum':>13} {'ratio':>6}  recipe")
-            lines += [f"  {'':<12} {e['accept_length']:>13.3f} {_num(e['token_optimum'], 13)} "
-                      f"{_num(e['ratio'], 6)}  {e['recipe']}" for e in self.efficiency]
-        lines += [c.repro for c in self.failed if c.repro]
-        return "\n".join(lines)
+        return self.summary_of(f"{self.candidate} on {self.device}: {'PASS' if self.passed else 'FAIL'} (lossless for "
+                               f"drafts={self.drafts}; {self.recipes} recipes, {self.calls} calls, {self.rows} rows)",
+                               "tree optimum")
 
     def to_json(self) -> dict:
         return {"candidate": self.candidate, "device": self.device, "seed": self.seed, "drafts": self.drafts,
@@ -136,10 +109,6 @@ def judged(check: str, passed: bool, detail: str, recipe: str | None = None, rep
     return Check("judge", check, passed, detail, subject=check,
                  inputs=None if recipe is None else TreeRecipe.parse(recipe), evidence=evidence,
                  repro=repro, recipe=recipe, cause=None if evidence is None else evidence.get("cause"))
-
-
-def _num(x, width: int) -> str:
-    return f"{'-':>{width}}" if x is None else f"{x:>{width}.3f}"
 
 
 def repro_line(spec, recipe, calls, seed, device, drafts) -> str:
@@ -438,23 +407,27 @@ def efficiency(recipe, paths) -> dict:
 
 # -- the verdict -----------------------------------------------------------------------------------
 
-class Findings:
+class Findings(FirstFailures):
+    """The first failure of each check (``FirstFailures``) and the counts of each check."""
+
+    judged = staticmethod(judged)
+
     def __init__(self, spec, device, drafts):
         self.spec, self.device, self.drafts = spec, device, drafts
         self.first: dict = {}
         self.ran = {c: 0 for c in CHECKS}
         self.short = 0                       # greedy outputs that stopped before greedy decoding's end
 
-    def fail(self, check, case, found, evidence=None, repro=None, cause=None):
-        old = self.first.get(check)
-        if old is not None and (repro or _size(old.recipe) <= _size(case.recipe)):
-            return
-        call, row, message = found
-        where = "" if row is None else f"row {row} of call {call} (seed {case.seeds[call]}): "
-        self.first[check] = judged(check, False, f"{where}{message}", str(case.recipe),
-                                        repro or repro_line(self.spec, case.recipe, case.calls, case.seed,
-                                                            self.device, self.drafts),
-                                        {"call": call, "row": row, "cause": cause or check, **(evidence or {})})
+    @staticmethod
+    def size(recipe) -> int:
+        return _size(recipe)
+
+    @staticmethod
+    def seed(case, call) -> int:
+        return case.seeds[call]
+
+    def repro(self, case) -> str:
+        return repro_line(self.spec, case.recipe, case.calls, case.seed, self.device, self.drafts)
 
 
 def _size(recipe) -> int:
