@@ -67,6 +67,14 @@ def parse_ks(text, name: str = "k") -> tuple:
     return tuple(dict.fromkeys(ks))
 
 
+def one_recipe_values(calls, seed, device, timeout) -> tuple:
+    """``(calls, seed, device, timeout)`` of a check on one recipe (what a REPRO line runs), each
+    checked in that order: whole numbers (calls >= 1, seed >= 0), the device resolved (``cuda``
+    without a GPU is an error), the time-out parsed."""
+    return (check_int("calls", calls, min_value=1), check_int("seed", seed, min_value=0),
+            resolve_device(device), parse_timeout(timeout))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     spec: CandidateSpec | None          # None: the suite judges every built-in path

@@ -368,6 +368,19 @@ def load_check(spec, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | N
     return runner._start()
 
 
+def load_target(candidate, op: str, device: str, timeout):
+    """``(target, name, abnormal outcome or None)``: ``candidate`` (a ``CandidateSpec``; a string
+    or a callable is parsed for ``op``) loaded where it will run: a callable in this process, a
+    built-in by its spec, a user's in its worker (``load_check``); an unloadable spec raises
+    ``CandidateLoadError`` (exit 2) first."""
+    spec = CandidateSpec.parse(candidate, op)
+    if spec.kind == "callable":
+        return spec.load(), spec.text, None      # it runs in this process
+    if spec.builtin:
+        return spec, spec.text, None
+    return spec, spec.text, load_check(spec, device, timeout)
+
+
 def close_all() -> None:
     for runner in list(_RUNNERS.values()):
         runner.close()

@@ -42,8 +42,9 @@ from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.ops.verify.space import reach, table_lines
 from equiv.ops.verify.draws import calling_of
 from equiv.run.calling import reach as calling_reach
-from equiv.options import RunOptions
-from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.options import RunOptions, one_recipe_values
+from equiv.run import runner_for
+from equiv.run.supervisor import load_target
 from equiv.run.suite import verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
 from equiv.validation import check_choice, check_choices, check_int
@@ -98,18 +99,6 @@ def _coverage(budget, seed, law, device, stages) -> dict:
         [(calling_of(c.seeds, device), c.statistical or c.purpose == "independence") for c in covered], device)}
 
 
-def _load(spec, device: str, timeout: float):
-    """``(target, name, abnormal outcome or None)``: the verifier (a ``CandidateSpec``; a string
-    or a callable is parsed) loaded where it will run (a user's in its worker); an unloadable
-    spec raises ``CandidateLoadError`` (exit 2) first."""
-    spec = CandidateSpec.parse(spec, "verify")
-    if spec.kind == "callable":
-        return spec.load(), spec.text, None      # it runs in this process
-    if spec.builtin:
-        return spec, spec.text, None
-    return spec, spec.text, load_check(spec, device, timeout)
-
-
 def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: int = 0,
                     timeout=DEFAULT_TIMEOUT_S, stages=DEFAULT_STAGES, progress=None, law: str = "lossless"):
     """Run the verify gate on ``spec`` (module docstring); returns a ``GateResult``."""
@@ -119,7 +108,7 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     timeout = parse_timeout(timeout)
     stages = check_choices("stages", stages, STAGES)
     device = resolve_device(device)
-    target, spec, loaded = _load(spec, device, timeout)   # CandidateLoadError -> exit 2, first
+    target, spec, loaded = load_target(spec, "verify", device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
     calls, diagnosis = 0, None
 
@@ -160,11 +149,8 @@ def run_verify_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls draw at least ``5 * PIT_BINS`` tokens."""
     recipe = recipe if isinstance(recipe, VerifyRecipe) else VerifyRecipe.parse(recipe)
-    calls = check_int("calls", calls, min_value=1)
-    seed = check_int("seed", seed, min_value=0)
-    device = resolve_device(device)
-    timeout = parse_timeout(timeout)
-    target, spec, _ = _load(spec, device, timeout)
+    calls, seed, device, timeout = one_recipe_values(calls, seed, device, timeout)
+    target, spec, _ = load_target(spec, "verify", device, timeout)
     lawful = law == "token" or recipe.drafts == "sampled"       # losslessness needs drafts drawn from q
     case = Case(recipe, calls, seed, statistical=lawful and recipe.batch * calls >= 5 * PIT_BINS)
     return run_judge(target, [case], device=device, spec=spec, seed=seed, timeout=timeout, law=law)

@@ -35,8 +35,9 @@ from equiv.ops.verify_tree.op import CONSTRUCTIONS, DRAFT_CHOICES
 from equiv.ops.verify_tree.plans import BUDGETS, contract_cases, statistical_cases
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.ops.verify_tree.space import reach as tree_reach, table_lines as tree_table_lines
-from equiv.options import RunOptions
-from equiv.run import CandidateSpec, load_check, runner_for
+from equiv.options import RunOptions, one_recipe_values
+from equiv.run import runner_for
+from equiv.run.supervisor import load_target
 from equiv.run.calling import reach as calling_reach
 from equiv.run.suite import verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
@@ -54,15 +55,6 @@ def resolve_drafts(option, declared: dict) -> str:
         return check_choice("drafts", option, DRAFT_CHOICES)
     got = declared.get("drafts")
     return got if got in CONSTRUCTIONS else "topk"
-
-
-def _load(spec, device, timeout):
-    spec = CandidateSpec.parse(spec, "verify_tree")
-    if spec.kind == "callable":
-        return spec.load(), spec.text, None
-    if spec.builtin:
-        return spec, spec.text, None
-    return spec, spec.text, load_check(spec, device, timeout)
 
 
 def _gate_checks(stage, verdict, duration_s):
@@ -97,7 +89,7 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     if drafts is not None:
         drafts = check_choice("drafts", drafts, DRAFT_CHOICES)
     device = resolve_device(device)
-    target, text, loaded = _load(spec, device, timeout)
+    target, text, loaded = load_target(spec, "verify_tree", device, timeout)
     t0 = time.perf_counter()
     calls, diagnosis = 0, None
     declared = declaration(target, device=device, timeout=timeout) if loaded is None else {}
@@ -156,11 +148,8 @@ def run_tree_check(spec, recipe, *, calls: int = 1, seed: int = 0, device: str =
     """Judge ``spec`` on one recipe (what a ``REPRO:`` line runs): the exact checks, and the
     statistical ones when the calls emit enough texts (``5 * PIT_BINS`` rows)."""
     recipe = recipe if isinstance(recipe, TreeRecipe) else TreeRecipe.parse(recipe)
-    calls = check_int("calls", calls, min_value=1)
-    seed = check_int("seed", seed, min_value=0)
-    device = resolve_device(device)
-    timeout = parse_timeout(timeout)
-    target, text, _ = _load(spec, device, timeout)
+    calls, seed, device, timeout = one_recipe_values(calls, seed, device, timeout)
+    target, text, _ = load_target(spec, "verify_tree", device, timeout)
     drafts = resolve_drafts(drafts, declaration(target, device=device, timeout=timeout))
     case = Case(recipe, calls, seed, statistical=recipe.batch * calls >= 5 * PIT_BINS)
     return run_judge(target, [case], device=device, drafts=drafts, spec=text, seed=seed, timeout=timeout)
