@@ -132,11 +132,16 @@ def repro_line(spec: str, recipe, calls: int, seed: int, device: str, law: str =
             f"--seed {seed} --device {device}" + ("" if law == "lossless" else f" --law {law}"))
 
 
+def _size(recipe) -> int:
+    r = VerifyRecipe.parse(recipe) if isinstance(recipe, str) else recipe
+    return r.batch * r.n * r.vocab
+
+
 class _Findings(FirstFailures):
     """The first failure of each check (the smallest recipe showing it: ``FirstFailures``) and the
     counts of each check, as recipes are judged."""
 
-    judged = staticmethod(judged)
+    judged, size = staticmethod(judged), staticmethod(_size)
 
     def __init__(self, spec, device, law):
         self.spec, self.device, self.law = spec, device, law
@@ -145,12 +150,7 @@ class _Findings(FirstFailures):
         self.ran: dict = {c: 0 for c in CHECKS + LOSSLESS_CHECKS}
         self.short = 0                           # greedy rows that stopped before greedy decoding's end
 
-    @staticmethod
-    def size(recipe) -> int:
-        return _size(recipe)
-
-    @staticmethod
-    def seed(case, call) -> int:
+    def seed(self, case, call) -> int:           # the replay (call == calls) is named seed + calls
         return case.seed + call
 
     def repro(self, case) -> str:
@@ -160,11 +160,6 @@ class _Findings(FirstFailures):
         if check not in self.notes:
             self.notes[check] = (f"breaks the token-level law ({check}) on {case.recipe}: {found[2]}; "
                                  f"lossless verifiers may ({who}); --law token judges it")
-
-
-def _size(recipe) -> int:
-    r = VerifyRecipe.parse(recipe) if isinstance(recipe, str) else recipe
-    return r.batch * r.n * r.vocab
 
 
 def efficiency(recipe, outputs, law: _Law | None = None, stop=None) -> dict:

@@ -407,10 +407,15 @@ def efficiency(recipe, paths) -> dict:
 
 # -- the verdict -----------------------------------------------------------------------------------
 
+def _size(recipe) -> int:
+    r = TreeRecipe.parse(recipe) if isinstance(recipe, str) else recipe
+    return r.batch * r.nodes * r.vocab
+
+
 class Findings(FirstFailures):
     """The first failure of each check (``FirstFailures``) and the counts of each check."""
 
-    judged = staticmethod(judged)
+    judged, size = staticmethod(judged), staticmethod(_size)
 
     def __init__(self, spec, device, drafts):
         self.spec, self.device, self.drafts = spec, device, drafts
@@ -419,20 +424,11 @@ class Findings(FirstFailures):
         self.short = 0                       # greedy outputs that stopped before greedy decoding's end
 
     @staticmethod
-    def size(recipe) -> int:
-        return _size(recipe)
-
-    @staticmethod
     def seed(case, call) -> int:
         return case.seeds[call]
 
     def repro(self, case) -> str:
         return repro_line(self.spec, case.recipe, case.calls, case.seed, self.device, self.drafts)
-
-
-def _size(recipe) -> int:
-    r = TreeRecipe.parse(recipe) if isinstance(recipe, str) else recipe
-    return r.batch * r.nodes * r.vocab
 
 
 def _judge_case(case, draws, found, stats, eff, rng):
