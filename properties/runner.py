@@ -37,7 +37,7 @@ from hypothesis import example, given, seed as with_seed, settings
 from equiv.ops.draft_topk import strategies
 from equiv.ops.draft_topk.compare import compare, contract_break
 from equiv.ops.draft_topk.ledger import KNOWN_FAILURES
-from equiv.ops.draft_topk.space import call_context
+from equiv.ops.draft_topk.space import context_of
 from equiv.ops.draft_topk.tolerance import tolerance_for
 from equiv.properties.subjects import QUICK_EXAMPLES
 from equiv.pytest.profiles import suite_settings
@@ -152,8 +152,16 @@ class Suite:
 
     def context(self, x) -> str:
         """The calling context of a call on ``x`` (``--equiv-context``; drawn: ``space.context_of``
-        on the input, so a replayed example is called as it was)."""
-        return call_context(x, self.opts.option("context"), self.device)
+        a key of the input -- its shape, dtype, layout and first and last rows -- so a replayed
+        example is called as it was)."""
+        asked = self.opts.option("context")
+        if asked != "drawn":
+            return asked
+        rows = x.detach()[[0, -1]] if x.dim() == 2 and x.shape[0] else x.detach().reshape(-1)[:0]
+        if rows.dtype == torch.bfloat16:
+            rows = rows.view(torch.int16)
+        key = f"{tuple(x.shape)}{x.dtype}{x.stride()}{x.storage_offset()}".encode() + rows.cpu().numpy().tobytes()
+        return context_of(key, self.device)
 
     def tensor(self, values: np.ndarray, dtype: str):
         return torch.from_numpy(np.ascontiguousarray(values)).to(getattr(torch, dtype)).to(self.device)

@@ -163,21 +163,6 @@ def context_draws(rng, device, n: int) -> list:
     return dealt(rng, list(available(device)), n)
 
 
-def call_context(x, asked: str, device) -> str:
-    """The context of a call on the tensor ``x``: ``asked`` unless it is ``drawn``, then
-    ``context_of`` a key of ``x`` (its shape, dtype, layout and first and last rows)."""
-    if asked != "drawn":
-        return asked
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch                                 # lazy: the space is read without torch
-
-    rows = x.detach()[[0, -1]] if x.dim() == 2 and x.shape[0] else x.detach().reshape(-1)[:0]
-    if rows.dtype == torch.bfloat16:
-        rows = rows.view(torch.int16)
-    key = f"{tuple(x.shape)}{x.dtype}{x.stride()}{x.storage_offset()}".encode() + rows.cpu().numpy().tobytes()
-    return context_of(key, device)
-
-
 def context_of(key, device) -> str:
     """One calling context for the call whose input ``key`` describes (a string or bytes):
     the same key draws the same context, so a replayed example is called as it was."""
