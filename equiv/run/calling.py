@@ -59,6 +59,15 @@ Plan
 - ``dealt(rng, classes, n)``: classes for a run of calls in a seeded order (an op that deals per
   call from its own generator, as the draft op's history does); ``rewrite(guard, values, bump)``
   (``equiv.run.seeded``): an in-place rewrite of a guarded input, with or without a version bump.
+- *Batch classes 1 and 2-4* (``last_rows_apart``): a call of ``SPLIT_FROM`` rows or more is
+  sent as three: its rows but the last 3-5, then 2-4 rows (by the case's first seed), then the
+  last row alone, each built as in the whole batch (the rest first: the independence tests pair
+  rows 2i and 2i+1 of a call, and a split before them shifted the pairs of a verifier that
+  shares uniforms between those rows, which then passed), window ``j`` with the generator seed ``s + j *
+  WINDOW_SEED_STRIDE``, the outputs joined. Engines run batches of one at low load (and a
+  batch of one is where ``.squeeze()`` drops the batch axis); the plans' batches are larger.
+  The exact checks see those calls; their rows join the case's statistics with no power of
+  their own, so a coverage table lists the classes under "exact checks only".
 - ``reach(dealt)``: for ``[(Calling, statistical)]`` the classes reached by statistical cases,
   by exact checks only, and not at all (the ``calling`` line of an op's coverage table).
 """
@@ -82,6 +91,21 @@ SLICED_BEFORE, SLICED_AFTER = 2, 3               # rows of the wider batch aroun
 _SALT = 0xCA11
 OTHER_SEED = 0x0DD5EED                          # the generator seed of the call on other contents
 ENV = "EQUIV_CALLING"
+SPLIT_FROM = 8                                   # a call of this many rows or more sends its last rows apart
+# The generator seeds of a call's windows of rows: s, s + 2**20, ... A plan's seeds span less than
+# 2**20, and the stride stays within 32 bits: torch's CPU generator keeps only a seed's low 32 bits,
+# so a stride of 2**40 gave every window the same draws (the chain's tail test then failed
+# torch_sampler: 65 tail tokens drawn twice where 1.8 were allowed).
+WINDOW_SEED_STRIDE = 2 ** 20
+
+
+def last_rows_apart(start: int, stop: int, seed: int) -> list:
+    """``[(start, stop)]``, or for ``SPLIT_FROM`` rows or more its rows but the last ``3 + seed %
+    3``, then ``2 + seed % 3`` rows, then the last row alone (module docstring)."""
+    if stop - start < SPLIT_FROM:
+        return [(start, stop)]
+    few = 2 + int(seed) % 3
+    return [(start, stop - 1 - few), (stop - 1 - few, stop - 1), (stop - 1, stop)]
 
 
 def _order(dim: str, classes) -> tuple:

@@ -7,8 +7,13 @@ per call: a verifier that hangs, exits, is killed or raises a ``BaseException`` 
 call under the memory budget (``equiv.memory``: ``--max-gpu-memory``, the inputs' bytes times its
 working copies) goes in windows of rows, one probe each, joined again: the same rows, every one
 built as in the whole batch; only the generator seeds of the windows after the first differ
-(``window_seeds``). ``calling_of`` deals a case's calling classes from its first seed. This
-module imports no torch: the gate's plan reads it at its start.
+(``window_seeds``). A call of ``equiv.run.calling.SPLIT_FROM`` rows or more also sends its last
+row alone and the 2-4 rows before it as a call of their own (``equiv.run.calling.last_rows_apart``):
+every case then meets the batch classes 1 and 2-4 that engines run at low load, where the exact
+checks see them (a verifier that squeezes a batch of one to a vector passed every plan before:
+the coverage said "not reached: 1"); a law wrong only at batch 1 is not seen (one row a case).
+``calling_of`` deals a case's calling classes from its first seed. This module imports no
+torch: the gate's plan reads it at its start.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import numpy as np
 
 from equiv.memory import row_windows, rows_per_call
 from equiv.run import runner_for
-from equiv.run.calling import deal, key_of
+from equiv.run.calling import WINDOW_SEED_STRIDE, deal, last_rows_apart, key_of
 from equiv.run.spec import runner_target
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
@@ -31,11 +36,6 @@ def calling_of(seeds, device="cpu"):
     return deal(key_of(seeds[0], SEED_UNIT), len(seeds), len(INPUT_NAMES), device)
 
 
-# The generator seeds of a call's windows of rows (run_draws): s, s + 2**20, s + 2 * 2**20, ... A
-# plan's seeds span less than 2**20 (1000 per case), and the stride stays within 32 bits: torch's
-# CPU generator keeps only a seed's low 32 bits, so a stride of 2**40 gave every window the same
-# draws (the tail test then failed torch_sampler: 65 tail tokens drawn twice where 1.8 were allowed).
-WINDOW_SEED_STRIDE = 2 ** 20
 
 
 @dataclass(frozen=True)
@@ -68,14 +68,23 @@ def bytes_per_row(recipe) -> int:
     return 4 * floats + 8 * (recipe.n + recipe.pad)
 
 
+def call_windows(recipe, seeds, device) -> list:
+    """``[(start, stop), ...]``: the calls of a recipe's rows (module docstring): windows under
+    the memory budget, the last split into its rows but the last 3-5, 2-4 rows (by the first
+    seed) and its last row, when it holds ``SPLIT_FROM`` rows or more."""
+    windows = row_windows(recipe.batch, rows_per_call(bytes_per_row(recipe), device))
+    return last_rows_apart(*windows[0], seeds[0] if len(seeds) else 0) + windows[1:]
+
+
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:
     """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner. A recipe
     whose rows do not fit one call under the memory budget (``equiv.memory.rows_per_call``) is
-    sent in windows of rows: window ``j`` of the call seeded ``s`` draws with the generator seed
-    ``s + j * WINDOW_SEED_STRIDE``, and the windows' outputs are joined, so the judge sees every
-    row of the recipe, each built as in one call, in one ``[calls, B, n+1]`` array."""
+    sent in windows of rows, and the last rows of a call apart (``call_windows``): window ``j``
+    of the call seeded ``s`` draws with the generator seed ``s + j * WINDOW_SEED_STRIDE``, and
+    the windows' outputs are joined, so the judge sees every row of the recipe, each built as in
+    one call, in one ``[calls, B, n+1]`` array."""
     seeds = [int(s) for s in seeds]
-    windows = row_windows(recipe.batch, rows_per_call(bytes_per_row(recipe), device))
+    windows = call_windows(recipe, seeds, device)
     budget = None if timeout is None else timeout * max(len(seeds), 1)
     runner = runner_for(runner_target(candidate, "verify"), device=device, timeout=budget, op="verify")
     empty = np.zeros((0, recipe.batch, recipe.n + 1), dtype=np.int64)
@@ -85,7 +94,7 @@ def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -
         where = ""
         if len(windows) > 1:
             payload.update(rows=[start, stop], window=j)
-            where = f" (rows {start}-{stop - 1} of {recipe.batch}, one of {len(windows)} calls under the memory budget)"
+            where = f" (rows {start}-{stop - 1} of {recipe.batch}, call {j + 1} of the {len(windows)} it was sent in)"
         got = runner.probe("equiv.ops.verify.calls:draw", payload, timeout=budget)
         if not got.ok:
             return Draws(str(recipe), tuple(seeds), empty, f"{got.problem}{where}", "crash or hang")

@@ -17,7 +17,11 @@ Plan
   128, sizes that are not multiples of 64, primes, powers of two, and the small vocabularies
   whose whole joint law is enumerable (``V**(n+1) <= EXACT_CELLS``).
 - ``batch``: 1..``MAX_BATCH``; classes by size (1, 2-63, 64-1024, past 1024, past 4096) and by
-  remainder (a multiple of 64, or rows after the last multiple of 64).
+  remainder (a multiple of 64, or rows after the last multiple of 64). A case of ``SPLIT_FROM``
+  rows or more also reaches 1 and 2-63 with the exact checks (shape, type, layout, input
+  writes, support): its last row is a call alone, the 2-4 before it another (draws.py
+  ``call_windows``). Their rows join the case's statistics, but one row a case gives a law
+  wrong only at batch 1 no power: that class is "exact checks only" in the coverage.
 - ``layout`` (``VerifyRecipe.pad`` / ``offset``): contiguous, padded rows (every input,
   the draft tokens included, a slice of a wider buffer: non-contiguous), a base offset (odd
   offsets: not 16-byte aligned), both (a view into a larger buffer).
@@ -38,6 +42,7 @@ import numpy as np
 
 from equiv.ops.verify.laws import row_alpha
 from equiv.ops.verify.recipes import FAMILIES
+from equiv.run.calling import SPLIT_FROM
 from equiv.verdict import judged, judged_lines
 
 # vocab_size of each model's published config.json (model cards); the draft step's list and Qwen2.5's
@@ -216,6 +221,9 @@ def reach(cases) -> dict:
             if dim in dims:
                 dims[dim].update(got)
             (seen_stat if c.statistical else seen_exact).setdefault(dim, set()).update(got)
+        if r.batch >= SPLIT_FROM:                # its last rows go as calls of 1 and 2-4 rows (draws.py):
+            dims["batch"].update(("1", "2-63"))  # the exact checks see them; a row or four give the
+            seen_exact.setdefault("batch", set()).update(("1", "2-63"))   # statistics no power of their own
         if getattr(c, "purpose", ""):
             dims["purpose"].add(c.purpose)
         size = r.batch * (r.n + 1) * r.vocab

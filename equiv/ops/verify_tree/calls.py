@@ -4,7 +4,8 @@ Plan. ``draw(fn, device, payload)`` is a probe of ``equiv.run`` (run next to the
 in the supervised worker for a user's verifier, in process for ours). It builds the recipe's four
 inputs once on ``device``, each inside a guard band (``equiv.run.guard.Guarded``, the one rule for
 "modified its input"), calls ``fn(parents, draft_token_ids, draft_probs, target_probs,
-generator)`` once per seed with a fresh ``torch.Generator``, and checks what needs no statistics:
+generator)`` once per seed (a batch of ``equiv.run.calling.SPLIT_FROM`` rows or more in three
+calls: its rows but the last 3-5, then 2-4 rows, then its last row alone), and checks what needs no statistics:
 a pair of tensors, int64, ``[B, D+1]`` each, on the inputs' device, inputs unchanged. It returns
 plain values: ``{"paths": [calls, B, D+1], "outputs": [calls, B, D+1], "problem", "cause"}``
 (``cause``: ``raise``, ``output type`` or ``input write``; the runner's own failures are
@@ -21,6 +22,7 @@ from equiv.errors import EquivError
 from equiv.ops.verify_tree.draws import INPUT_NAMES, calling_of, declared
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, runner_for
+from equiv.run.calling import WINDOW_SEED_STRIDE, last_rows_apart
 from equiv.run.seeded import Relabel, seeded_calls
 
 __all__ = ["call_once", "declared", "draw", "tree_verifier_function"]
@@ -45,20 +47,39 @@ def _pair_problem(out, want, device) -> str | None:
 
 
 def draw(fn, device, payload) -> dict:
-    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``."""
+    """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``. A batch
+    of ``SPLIT_FROM`` rows or more goes in three calls per seed (``last_rows_apart``: its rows
+    but the last 3-5, then 2-4, then the last alone; window ``j`` seeded ``s + j * WINDOW_SEED_STRIDE``), each of its
+    rows' own ``[b, D_w + 1]`` (``D_w`` their deepest node), joined with ``-1`` past ``D_w``."""
     recipe = TreeRecipe.parse(payload["recipe"])
     built = recipe.build(device)
     dev = built[3].device
-    want = (recipe.batch, recipe.trees().max_depth + 1)
-    outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, payload["seeds"],
-                                        lambda out: _pair_problem(out, want, dev),
-                                        guarded=payload.get("guarded", True),
-                                        calling=calling_of(payload["seeds"], dev), relabel=OTHER_CONTENTS)
-    paths = [o[0].cpu().numpy() for o in outs]
-    outs = [o[1].cpu().numpy() for o in outs]
-    empty = np.zeros((0, *want), dtype=np.int64)
-    return {"paths": np.stack(paths) if paths else empty, "outputs": np.stack(outs) if outs else empty,
-            "problem": problem, "cause": cause}
+    trees = recipe.trees()
+    B, D = recipe.batch, trees.max_depth
+    seeds = [int(s) for s in payload["seeds"]]
+    windows = last_rows_apart(0, B, seeds[0] if seeds else 0)
+    empty = np.zeros((0, B, D + 1), dtype=np.int64)
+    paths, outs = [], []
+    for j, (a, b) in enumerate(windows):
+        whole = (a, b) == (0, B)
+        part = built if whole else tuple(None if t is None else t[a:b] for t in built)
+        d = D if whole else int(trees.depth[a:b].max())
+        want = (b - a, d + 1)
+        got, problem, cause = seeded_calls(fn, part, INPUT_NAMES, [s + j * WINDOW_SEED_STRIDE for s in seeds],
+                                           lambda out, want=want: _pair_problem(out, want, dev),
+                                           guarded=payload.get("guarded", True),
+                                           calling=calling_of(seeds, dev), relabel=OTHER_CONTENTS)
+        if problem is not None:
+            if whole:
+                stacked = [np.stack([o[i].cpu().numpy() for o in got]) if got else empty for i in (0, 1)]
+                return {"paths": stacked[0], "outputs": stacked[1], "problem": problem, "cause": cause}
+            return {"paths": empty, "outputs": empty, "cause": cause,
+                    "problem": f"{problem} (rows {a}-{b - 1} of {B}, call {j + 1} of the {len(windows)} it was sent in)"}
+        pad = ((0, 0), (0, 0), (0, D - d))
+        paths.append(np.pad(np.stack([o[0].cpu().numpy() for o in got]), pad, constant_values=-1))
+        outs.append(np.pad(np.stack([o[1].cpu().numpy() for o in got]), pad, constant_values=-1))
+    return {"paths": np.concatenate(paths, axis=1), "outputs": np.concatenate(outs, axis=1),
+            "problem": None, "cause": None}
 
 
 def call_once(fn, device, payload) -> dict:

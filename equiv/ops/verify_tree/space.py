@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from equiv.ops.verify import space as chain_space
 from equiv.ops.verify_tree.recipes import CONSTRUCTIONS, FAMILIES
+from equiv.run.calling import SPLIT_FROM
 from equiv.verdict import judged, judged_lines
 
 VOCAB_CLASSES = ("2-1024", "1025-32768", "(32768, 65536]", "65537-100000", "past 100000", "past 2**17", "real",
@@ -86,6 +87,8 @@ def reach(statistical, exact) -> dict:
         for c in cases:
             for dim, got in classes(c.recipe).items():
                 seen[k].setdefault(dim, set()).update(got)
+            if c.recipe.batch >= SPLIT_FROM:     # its last rows go as calls of 1 and 2-4 rows (calls.py):
+                seen[1].setdefault("batch", set()).update(("1", "2-63"))   # exact checks, no power of their own
     every = list(statistical) + list(exact)
     out: dict = {"vocab values": sorted({c.recipe.vocab for c in every})}
     if every:

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from equiv import memory
-from equiv.ops.verify.draws import bytes_per_row, run_draws
+from equiv.ops.verify.draws import bytes_per_row, call_windows, run_draws
+from equiv.ops.verify.paths import torch_sampler
 from equiv.ops.verify.judge import Case, run_judge
 from equiv.ops.verify.plans import POWER, plan
 from equiv.ops.verify.recipes import VerifyRecipe
@@ -66,11 +67,11 @@ def test_a_recipe_over_the_budget_is_called_in_windows_of_rows(budget):
     r = VerifyRecipe.parse(RECIPES[0])
     fn = _counting(row_local)
     whole = run_draws(fn, r, (7, 7), device="cpu", timeout=60)
-    assert set(fn.batches) == {301}
+    assert sorted(set(fn.batches)) == [1, 3, 297]                 # the rest, 2 + 7 % 3 rows, the last row
     budget(memory.WORKING_COPIES * bytes_per_row(r) * 101)        # 101 rows a call at most
     fn.batches.clear()
     split = run_draws(fn, r, (7, 7), device="cpu", timeout=60)
-    assert sorted(set(fn.batches)) == [100, 101]                  # 3 windows: 101, 100, 100 rows
+    assert sorted(set(fn.batches)) == [1, 3, 96, 100, 101]        # windows of 100, 101, 100 rows; the last split
     assert split.ok and split.outputs.shape == whole.outputs.shape == (2, 301, 4)
     assert (split.outputs == whole.outputs).all()                 # the same rows, each as in the whole batch
 
@@ -111,3 +112,42 @@ def test_each_window_draws_its_own_randomness(budget):
     windows = [out[a:b] for a, b in memory.row_windows(r.batch, 100)]
     assert len(windows) == 4
     assert all(not (windows[0] == w).all() for w in windows[1:])
+
+
+def test_every_call_of_eight_rows_or_more_sends_its_last_rows_apart():
+    r = VerifyRecipe.parse(RECIPES[2])
+    assert call_windows(r, (1000,), "cpu") == [(0, 199), (199, 202), (202, 203)]     # 2 + 1000 % 3 rows
+    assert call_windows(r, (1002,), "cpu") == [(0, 200), (200, 202), (202, 203)]
+    assert call_windows(r, (1001,), "cpu") == [(0, 198), (198, 202), (202, 203)]
+    assert call_windows(r.with_(batch=7), (1000,), "cpu") == [(0, 7)]
+
+
+def squeezes_batch_1(draft_token_ids, draft_probs, target_probs, generator):
+    """torch_sampler with the engines' classic batch-1 slip: ``.squeeze()`` drops the batch axis."""
+    return torch_sampler(draft_token_ids, draft_probs, target_probs, generator).squeeze()
+
+
+def test_a_verifier_that_squeezes_batch_1_fails_and_the_coverage_says_where_batch_1_was_judged():
+    from equiv.ops.verify.space import reach
+    cases = [c for c in plan("quick", 0, parts=("statistics",)) if c.statistical]
+    judged = reach(cases)["judged"]["batch"]
+    assert "1" in judged["exact checks only"] and "1" not in judged["statistical"] + judged["not reached"]
+    small = [Case(VerifyRecipe.parse(RECIPES[2]), 1, 1000, statistical=True, purpose="marginal")]
+    assert run_judge(torch_sampler, small, device="cpu", spec="torch_sampler").passed
+    got = run_judge(squeezes_batch_1, small, device="cpu", spec="squeezes_batch_1")
+    assert not got.passed and "returned shape [5], not [1, 5]" in str(got.to_json())
+    assert "(rows 202-202 of 203, call 3 of the 3 it was sent in)" in str(got.to_json())
+
+
+def test_the_split_keeps_the_row_pairs_the_independence_test_reads():
+    # rows 2i and 2i+1 of a call share uniforms (tests/candidates/verify_hostile.py): caught by the
+    # independence case only while those rows are pairs of the joined output too. A split before
+    # them (the first row alone) shifted every pair by one, and the hostile passed its gate.
+    import sys, os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "candidates"))
+    import verify_hostile
+    case = next(c for c in plan("quick", 0, parts=("statistics",)) if c.purpose == "independence")
+    assert case.recipe.batch >= 8 and call_windows(case.recipe, case.seeds, "cpu")[0][0] == 0
+    got = run_judge(verify_hostile.rows_share_uniforms, [case], device="cpu", spec="rows_share_uniforms")
+    assert not got.passed
+    assert run_judge(torch_sampler, [case], device="cpu", spec="torch_sampler").passed
