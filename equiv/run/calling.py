@@ -99,6 +99,11 @@ SPLIT_FROM = 8                                   # a call of this many rows or m
 WINDOW_SEED_STRIDE = 2 ** 20
 
 
+def window_seed(seed: int, window: int) -> int:
+    """The generator seed of window ``window`` of a call seeded ``seed`` (module docstring)."""
+    return int(seed) + int(window) * WINDOW_SEED_STRIDE
+
+
 def last_rows_apart(start: int, stop: int, seed: int) -> list:
     """``[(start, stop)]``, or for ``SPLIT_FROM`` rows or more its rows but the last ``3 + seed %
     3``, then ``2 + seed % 3`` rows, then the last row alone (module docstring)."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from equiv.memory import row_windows, rows_per_call
 from equiv.run import runner_for
-from equiv.run.calling import WINDOW_SEED_STRIDE, deal, last_rows_apart, key_of
+from equiv.run.calling import deal, key_of, last_rows_apart, window_seed
 from equiv.run.spec import runner_target
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
@@ -57,7 +57,7 @@ class Draws:
 def window_seeds(payload) -> list:
     """The generator seeds of a probe's calls: window ``j`` of a call seeded ``s`` (``run_draws``)
     draws with ``s + j * WINDOW_SEED_STRIDE``; the first window, and a whole call, with ``s``."""
-    return [int(s) + payload.get("window", 0) * WINDOW_SEED_STRIDE for s in payload["seeds"]]
+    return [window_seed(s, payload.get("window", 0)) for s in payload["seeds"]]
 
 
 def bytes_per_row(recipe) -> int:

@@ -22,7 +22,7 @@ from equiv.errors import EquivError
 from equiv.ops.verify_tree.draws import INPUT_NAMES, calling_of, declared
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, runner_for
-from equiv.run.calling import WINDOW_SEED_STRIDE, last_rows_apart
+from equiv.run.calling import last_rows_apart, window_seed
 from equiv.run.seeded import Relabel, seeded_calls
 
 __all__ = ["call_once", "declared", "draw", "tree_verifier_function"]
@@ -65,7 +65,7 @@ def draw(fn, device, payload) -> dict:
         part = built if whole else tuple(None if t is None else t[a:b] for t in built)
         d = D if whole else int(trees.depth[a:b].max())
         want = (b - a, d + 1)
-        got, problem, cause = seeded_calls(fn, part, INPUT_NAMES, [s + j * WINDOW_SEED_STRIDE for s in seeds],
+        got, problem, cause = seeded_calls(fn, part, INPUT_NAMES, [window_seed(s, j) for s in seeds],
                                            lambda out, want=want: _pair_problem(out, want, dev),
                                            guarded=payload.get("guarded", True),
                                            calling=calling_of(seeds, dev), relabel=OTHER_CONTENTS)
