@@ -30,7 +30,9 @@ Plan
   (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; a value the user set is kept as it is),
   which map freed memory back to the device instead of caching fixed segments. ``trim()``: after
   each call and probe, where the process's reserved memory passes ``TRIM_BYTES``, the cache is
-  emptied (``torch.cuda.empty_cache``: free blocks only; what is live stays). The numbers do not
+  emptied (``torch.cuda.empty_cache``: free blocks only; what is live stays), except in a process
+  ``cap_process`` capped: there the allocator frees its cache itself when a request would pass
+  the cap, and emptying it after every call made each next call map its memory again. The numbers do not
   change: the allocator hands out the same values either way. ``cap_process(device)``: the
   command's own process (the verdict process: its references, the built-in paths it calls in
   process, the MTP stage's model) may hold at most the budget less ``OTHERS_BYTES`` (the
@@ -75,6 +77,7 @@ ALLOC_CONF = "expandable_segments:True"
 TRIM_BYTES = 1 * GiB                 # reserved memory over which a process empties its cache (docstring)
 OTHERS_BYTES = 3 * GiB // 2          # the budget's share of a gate's other processes (docstring)
 _OWN = [False]
+_CAPPED = [False]
 
 
 def parse_memory(value, name: str = "max_gpu_memory") -> int:
@@ -158,7 +161,10 @@ def allocator_environment(env=None) -> dict:
 
 def trim() -> None:
     """Empty this process's CUDA cache when its reserved memory passes ``TRIM_BYTES`` (module
-    docstring); nothing where CUDA is not initialised."""
+    docstring); nothing where CUDA is not initialised, nor in a process ``cap_process`` capped
+    (its allocator empties the cache itself before it passes the cap)."""
+    if _CAPPED[0]:
+        return
     torch = _cuda()
     if torch is not None and torch.cuda.memory_reserved() > TRIM_BYTES:
         torch.cuda.empty_cache()
@@ -182,6 +188,7 @@ def cap_process(device) -> None:
     total = torch.cuda.get_device_properties(index).total_memory
     share = max(budget() - OTHERS_BYTES, GiB)
     torch.cuda.set_per_process_memory_fraction(min(1.0, share / total), index)
+    _CAPPED[0] = True
 
 
 def _host_now_peak() -> int:

@@ -175,8 +175,9 @@ def test_the_owned_process_is_capped_at_the_budget_less_the_others(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: type("P", (), {"total_memory": 80 * 2 ** 30}))
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: calls.append((round(f, 6), i)))
     monkeypatch.setattr(memory, "_OWN", [False])
+    monkeypatch.setattr(memory, "_CAPPED", [False])
     memory.cap_process("cuda")
-    assert calls == []                                   # a user's process (the plugin, the API)
+    assert calls == [] and memory._CAPPED == [False]     # a user's process (the plugin, the API)
     monkeypatch.setattr(memory, "_OWN", [True])
     memory.cap_process("cpu")
     assert calls == []
@@ -186,3 +187,17 @@ def test_the_owned_process_is_capped_at_the_budget_less_the_others(monkeypatch):
     memory.cap_process("cuda:0")
     memory.use_budget(None)
     assert calls == [(round(6.5 / 80, 6), 0), (round(14.5 / 80, 6), 0)]
+    assert memory._CAPPED == [True]
+
+
+def test_trim_empties_the_cache_past_its_bytes_but_not_in_a_capped_process(monkeypatch):
+    emptied = []
+    cuda = type("Cuda", (), {"memory_reserved": staticmethod(lambda: 2 * memory.TRIM_BYTES),
+                             "empty_cache": staticmethod(lambda: emptied.append(1))})
+    monkeypatch.setattr(memory, "_cuda", lambda: type("Torch", (), {"cuda": cuda}))
+    monkeypatch.setattr(memory, "_CAPPED", [False])
+    memory.trim()
+    assert emptied == [1]
+    monkeypatch.setattr(memory, "_CAPPED", [True])      # the allocator frees its cache at the cap
+    memory.trim()
+    assert emptied == [1]
