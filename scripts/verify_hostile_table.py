@@ -52,7 +52,7 @@ def run(name: str, seed: int) -> dict:
                     "seconds": seconds, "error": proc.stderr.strip().splitlines()[-1:] or [""]}
         with open(out) as fh:
             got = json.load(fh)
-    return {"name": name, "verdict": "PASS" if got["passed"] else "FAIL",
+    return {"name": name, "verdict": got.get("verdict", "pass" if got["passed"] else "fail").upper(),
             "failed": [c["name"] for c in got["checks"] if not c["passed"]],
             "defects": sorted({d["kind"] for d in got.get("defects", [])}), "seconds": seconds}
 

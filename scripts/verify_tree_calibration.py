@@ -80,18 +80,25 @@ def table(args):
     for name, fn in VERIFIERS.items():
         cells = []
         for c in ("topk", "iid", "wor"):
-            r = run_gate(name, op="verify_tree", stages="statistics", drafts=c)
-            cells.append("PASS" if r.passed else "FAIL")
-            _emit(args, {"kind": "table", "verifier": name, "drafts": c, "passed": r.passed,
-                         "failed": list(r.failed.names), "seconds": round(r.duration_s, 1)})
+            r = run_gate(name, op="verify_tree", stages="statistics", drafts=c, device=args.device)
+            cells.append(_shown(r))
+            _emit(args, {"kind": "table", "verifier": name, "drafts": c, "verdict": r.verdict,
+                         "failed": list(r.failed.names), "not_judged": list(r.not_judged),
+                         "seconds": round(r.duration_s, 1)})
         print(f"{name:<22} {fn.drafts:<8} " + " ".join(f"{x:<6}" for x in cells), flush=True)
     print(f"\n{'mutant':<22} {'verdict':<8} {'seconds':>7}  causes")
     for name in MUTANTS:
-        r = run_gate(f"equiv.ops.verify_tree.mutants:{name}", op="verify_tree", stages="statistics")
-        causes = [d.cause for d in r.diagnosis.defects] if r.diagnosis else []
-        print(f"{name:<22} {'PASS' if r.passed else 'FAIL':<8} {r.duration_s:>7.1f}  {'; '.join(causes)}", flush=True)
-        _emit(args, {"kind": "kill", "mutant": name, "passed": r.passed, "causes": causes,
+        r = run_gate(f"equiv.ops.verify_tree.mutants:{name}", op="verify_tree", stages="statistics",
+                     device=args.device)
+        causes = [d.cause for d in r.diagnosis.defects] if r.diagnosis else list(r.not_judged)
+        print(f"{name:<22} {_shown(r):<8} {r.duration_s:>7.1f}  {'; '.join(causes)}", flush=True)
+        _emit(args, {"kind": "kill", "mutant": name, "verdict": r.verdict, "causes": causes,
                      "seconds": round(r.duration_s, 1)})
+
+
+def _shown(result) -> str:
+    """A table cell: PASS, FAIL, or NOT JUDGED (the machine's failure, never the verifier's)."""
+    return result.verdict.upper()
 
 
 def main():
@@ -103,6 +110,7 @@ def main():
     p.add_argument("--vocab", type=int, default=129280)
     p.add_argument("--batch", type=int, default=2000)
     p.add_argument("--out", default=None)
+    p.add_argument("--device", default="cpu", help="table: the gates' device (default cpu)")
     args = p.parse_args()
     {"fp": fp, "judge": judge, "power": power, "table": table}[args.what](args)
 
