@@ -75,6 +75,27 @@ def test_out_of_memory_in_the_call_with_enough_free_memory_is_the_candidates_def
     assert "OutOfMemoryError" in out.problem
 
 
+@pytest.mark.parametrize("others_after, verdict", [(40, "not judged"), (9, "the candidate's"), (2, "the candidate's")])
+def test_out_of_memory_while_other_processes_grew_during_the_call_is_not_judged(others_after, verdict, monkeypatch):
+    """Two gates on one GPU: 30 GiB free when the call started (enough), then the other gate took
+    memory while the call ran. A second reading when the call failed takes the others' growth
+    off the free memory: NOT JUDGED when what is left is below the call's need (failed before:
+    the candidate's out-of-memory defect whatever the others did)."""
+    import torch
+
+    gib = 2 ** 30
+    start = faults.Memory(free=30 * gib, total=80 * gib, ours=40 * gib)            # others: 10 GiB
+    after = faults.Memory(free=80 * gib - 40 * gib - others_after * gib, total=80 * gib, ours=40 * gib)
+    monkeypatch.setattr(faults, "memory", lambda device: after)
+    args = (torch.empty(2 * gib // 4 // 4, device="meta"),)                 # 0.5 GiB: needs ~2.25 GiB
+    got = faults.judged(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), start, args, "cuda:0")
+    if verdict == "not judged":
+        assert isinstance(got, faults.NotJudged), got
+        assert "other processes took 30.00 GiB more during the call" in str(got), got
+    else:
+        assert not isinstance(got, faults.NotJudged) and "out-of-memory defect of the candidate" in str(got), got
+
+
 def test_the_harness_running_past_its_own_time_out_is_not_judged(monkeypatch):
     runner, out = _call(GOOD, monkeypatch, "build=hang", EQUIV_BUILD_TIMEOUT_S="2")
     assert out.kind == "not_judged", out.problem

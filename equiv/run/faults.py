@@ -22,7 +22,9 @@ Plan
   estimates the call's need from its inputs (``need_bytes``: ``NEED_FACTOR`` times the bytes of
   its tensor arguments, plus ``NEED_FLOOR``). An out-of-memory error from the call is
   - NOT JUDGED when the free memory at the call's start was below that need (the line says how
-    much was free and how much other processes held);
+    much was free and how much other processes held), or when it was not once other processes'
+    growth during the call is taken off it (a second reading when the call failed: two gates
+    sharing one GPU, the other one allocating while this call ran);
   - else the candidate's: its message is prefixed "out-of-memory defect of the candidate" with
     the same figures, and it stays a failed call (FAIL, named as such).
   A device busy or lost during the call is NOT JUDGED. (A host ``MemoryError`` during a call on
@@ -250,6 +252,12 @@ def judged(exc: Exception, reading: Memory | None, args, device="cpu") -> BaseEx
     words = memory_words(reading, need, inputs, device)
     if reading.free < need:
         return NotJudged(f"{cause} during the candidate's call: {words}; re-run on a device with more free memory")
+    after = memory(device)                       # others' growth during the call (module docstring)
+    grew = max(after.others - reading.others, 0) if after is not None else 0
+    if reading.free - grew < need:
+        return NotJudged(f"{cause} during the candidate's call: {words}; other processes took {_size(grew)} "
+                         f"more during the call, leaving {_size(max(reading.free - grew, 0))}; re-run on a "
+                         f"device that no other process shares")
     first = str(exc.args[0]) if exc.args else ""
     try:
         exc.args = (f"out-of-memory defect of the candidate: {words}, and it ran out ({first})",) + tuple(exc.args[1:])
