@@ -21,6 +21,24 @@ def check_int(name: str, value, *, min_value: int | None = None, max_value: int 
     return value
 
 
+def check_ints(name: str, text, *, min_value: int | None = None, example: str = "1,4") -> list:
+    """``"1,4"`` (or a list or tuple of integers) as a list of integers, each checked by
+    ``check_int``, in the order given; else one ``InvalidArgument`` saying the fix."""
+    if isinstance(text, (list, tuple)):
+        text = ",".join(map(str, text))
+    items = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not items:
+        raise InvalidArgument(f"{name}={text!r} is empty: give comma-separated integers such as {example}")
+    out = []
+    for s in items:
+        try:
+            value = int(s)
+        except ValueError:
+            raise InvalidArgument(f"{name}={text!r} is invalid: {s!r} is not an integer") from None
+        out.append(check_int(name, value, min_value=min_value))
+    return out
+
+
 def check_float(name: str, value, *, min_value: float | None = None, max_value: float | None = None,
                 exclusive_min: bool = False) -> float:
     try:
