@@ -12,6 +12,7 @@ written here once (``DEFAULTS``); the time-out's lives in ``equiv.run.timeouts``
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, replace
 
@@ -21,7 +22,7 @@ from equiv.memory import DEFAULT_MAX_GPU_MEMORY, memory_text, parse_memory
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.run.spec import CandidateSpec
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout, timeout_text
-from equiv.validation import check_choice, check_choices, check_int
+from equiv.validation import check_choice, check_choices, check_int, check_ints
 
 DTYPES = ("float32", "bfloat16", "float16")
 BUDGETS = ("quick", "full")
@@ -43,6 +44,17 @@ def auto_ks(seed: int = 0) -> tuple:
 
 def k_class(k: int) -> str:
     return next(name for name, ks in K_CLASSES.items() if k in ks) if k <= MAX_K else f"past {MAX_K}"
+
+
+def is_prime(n: int) -> bool:
+    """Whether ``n`` is prime: the vocabulary class ``prime`` of every op's input space."""
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
+
+
 DEFAULT_VOCAB = 129280                   # the draft top-k's main vocabulary: DeepSeek-V3/V3.2
 DEFAULTS = {"op": DEFAULT_OP, "k": "1", "device": "auto", "budget_gate": "quick",
             "budget_suite": "full", "seed": 0, "timeout": DEFAULT_TIMEOUT_S}
@@ -52,19 +64,7 @@ def parse_ks(text, name: str = "k") -> tuple:
     """``1``, ``"1,4"`` or ``(1, 4)``: the k values judged, each an integer >= 1, in the order
     given, no repeats. (``RunOptions.make`` also takes ``"auto"``: ``auto_ks(seed)`` as accepted,
     and ``"auto:S"``: those of seed ``S``.)"""
-    if isinstance(text, (list, tuple)):
-        text = ",".join(map(str, text))
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise InvalidArgument(f"{name}={text!r} is empty: give k values such as 1 or 1,4")
-    ks = []
-    for t in items:
-        try:
-            value = int(t)
-        except ValueError:
-            value = t
-        ks.append(check_int(name, value, min_value=1))
-    return tuple(dict.fromkeys(ks))
+    return tuple(dict.fromkeys(check_ints(name, text, min_value=1, example="1 or 1,4")))
 
 
 def one_recipe_values(calls, seed, device, timeout) -> tuple:

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 
+import torch
+
 from equiv._version import __version__
 
 LIBRARIES = ("torch", "triton", "numpy")
@@ -123,9 +125,6 @@ def _cpu_name() -> str:
 def device_name(device: str) -> str:
     try:
         if device.startswith("cuda"):
-            # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-            import torch
-
             return torch.cuda.get_device_name(torch.device(device))
         return f"{_cpu_name()}, {os.cpu_count()} logical cores"
     except Exception as exc:                     # provenance never ends a run

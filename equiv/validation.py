@@ -21,6 +21,24 @@ def check_int(name: str, value, *, min_value: int | None = None, max_value: int 
     return value
 
 
+def check_ints(name: str, text, *, min_value: int | None = None, example: str = "1,4") -> list:
+    """``"1,4"`` (or a list or tuple of integers) as a list of integers, each checked by
+    ``check_int``, in the order given; else one ``InvalidArgument`` saying the fix."""
+    if isinstance(text, (list, tuple)):
+        text = ",".join(map(str, text))
+    items = [s.strip() for s in str(text).split(",") if s.strip()]
+    if not items:
+        raise InvalidArgument(f"{name}={text!r} is empty: give comma-separated integers such as {example}")
+    out = []
+    for s in items:
+        try:
+            value = int(s)
+        except ValueError:
+            raise InvalidArgument(f"{name}={text!r} is invalid: {s!r} is not an integer") from None
+        out.append(check_int(name, value, min_value=min_value))
+    return out
+
+
 def check_float(name: str, value, *, min_value: float | None = None, max_value: float | None = None,
                 exclusive_min: bool = False) -> float:
     try:
@@ -55,33 +73,3 @@ def check_choices(name: str, values, choices) -> list:
     if not values:
         raise InvalidArgument(f"{name} is empty: give at least one of {', '.join(map(str, choices))}")
     return [check_choice(name, v, choices) for v in values]
-
-
-LOGITS_DTYPES = ("float32", "bfloat16", "float16")
-
-
-def check_logits(logits, k=None, name: str = "logits"):
-    """``logits`` as a ``[B, V]`` floating tensor (a nested list or an array becomes float32),
-    with ``1 <= k <= V`` when ``k`` is given; else one ``InvalidArgument`` saying the fix."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
-    if not isinstance(logits, torch.Tensor):
-        try:
-            logits = torch.as_tensor(logits, dtype=torch.float32)
-        except (TypeError, ValueError, RuntimeError):
-            raise InvalidArgument(f"{name} of type {type(logits).__name__} is invalid: give a [B, V] "
-                                  f"torch.Tensor (or build one with equiv.Recipe(...).build(device))") from None
-    shape = list(logits.shape)
-    if logits.dim() != 2:
-        fix = " (one row: logits.unsqueeze(0))" if logits.dim() == 1 else ""
-        raise InvalidArgument(f"{name} has shape {shape}: give a [B, V] tensor, one row per draft position{fix}")
-    dtype = str(logits.dtype).removeprefix("torch.")
-    if dtype not in LOGITS_DTYPES:
-        raise InvalidArgument(f"{name} has dtype {dtype}: give {', '.join(LOGITS_DTYPES)} "
-                              f"(for example logits.float())")
-    if shape[1] == 0:
-        raise InvalidArgument(f"{name} has shape {shape}: the vocabulary is empty; give V >= 1")
-    if k is not None:
-        check_int("k", k, min_value=1, max_value=shape[1])
-    return logits

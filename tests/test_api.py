@@ -55,11 +55,12 @@ def test_the_gate_loads_no_torch_before_its_suite():
     assert out.stdout.split() == ["False"], out.stderr
 
 
-@pytest.mark.parametrize("op", ["verify", "verify_tree"])
+@pytest.mark.parametrize("op", ["draft_topk", "verify", "verify_tree"])
 def test_an_ops_builtin_names_are_its_paths(op):
     # the op declares its built-in names (no torch); its paths module holds the functions
     paths = importlib.import_module(f"equiv.ops.{op}.paths")
-    assert get_op(op).builtin_names() == tuple(paths.VERIFIERS)
+    names = paths.path_names() if op == "draft_topk" else paths.VERIFIERS
+    assert get_op(op).builtin_names() == tuple(names)
 
 
 def test_every_public_name_resolves():

@@ -67,6 +67,16 @@ def max_gpu_memory_of(args) -> int | None:
     return None if args.max_gpu_memory is None else parse_memory(args.max_gpu_memory, "--max-gpu-memory")
 
 
+def add_paths_and_dtypes(p, dtypes: str, default_note: str | None = None) -> None:
+    """``--paths`` (every built-in path by default) and ``--dtype`` (``dtypes`` by default) of
+    a command that runs candidates over input dtypes."""
+    p.add_argument("--paths", default=None, metavar="SPECS",
+                   help="comma-separated candidates (default: every built-in path)")
+    p.add_argument("--dtype", default=dtypes, metavar="DTYPES",
+                   help=f"comma-separated input dtypes, from: {listed(DTYPES)} "
+                        + (f"(default: {default_note})" if default_note else "(default %(default)s)"))
+
+
 def add_vocab(p, what: str = "vocabulary size V") -> None:
     p.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help=f"{what} (default {DEFAULT_VOCAB})")
 

@@ -2,7 +2,7 @@
 protocol is in its folder's ``bench.py``)."""
 from __future__ import annotations
 
-from equiv.commands import DTYPES, add_json, add_op, add_vocab, listed
+from equiv.commands import add_json, add_op, add_paths_and_dtypes, add_vocab
 from equiv.errors import InvalidArgument
 from equiv.ops import get_op
 
@@ -10,10 +10,7 @@ from equiv.ops import get_op
 def add_parser(sub):
     p = sub.add_parser("bench", help="time every path on the GPU against its read-bandwidth ceiling")
     add_op(p)
-    p.add_argument("--paths", default=None, metavar="SPECS",
-                   help="comma-separated candidates (default: every built-in path)")
-    p.add_argument("--dtype", default="float32,bfloat16", metavar="DTYPES",
-                   help=f"comma-separated input dtypes, from: {listed(DTYPES)} (default %(default)s)")
+    add_paths_and_dtypes(p, "float32,bfloat16")
     p.add_argument("--batch", default="1,8,64,256,1024", metavar="B,...",
                    help="comma-separated batch sizes (default %(default)s)")
     p.add_argument("--k", default="1,4", metavar="K,...",

@@ -5,7 +5,7 @@ import json
 
 from equiv.api import report
 from equiv.atomic import atomic_write
-from equiv.commands import DTYPES, add_device, add_op, add_seed, add_vocab, check_outputs, listed, one_of
+from equiv.commands import add_device, add_op, add_paths_and_dtypes, add_seed, add_vocab, check_outputs, one_of
 from equiv.validation import check_choice
 from equiv.errors import InvalidArgument
 from equiv.atomic import json_text
@@ -16,10 +16,7 @@ FORMATS = ("table", "markdown", "json", "html")
 def add_parser(sub):
     p = sub.add_parser("report", help="tolerance report: every path x dtype x input family")
     add_op(p)
-    p.add_argument("--paths", default=None, metavar="SPECS",
-                   help="comma-separated candidates (default: every built-in path)")
-    p.add_argument("--dtype", default="float32,bfloat16,float16", metavar="DTYPES",
-                   help=f"comma-separated input dtypes, from: {listed(DTYPES)} (default: all)")
+    add_paths_and_dtypes(p, "float32,bfloat16,float16", "all")
     p.add_argument("--families", default=None, metavar="FAMILIES",
                    help="comma-separated input families (default: all; equiv.FAMILIES lists them)")
     add_vocab(p)

@@ -25,6 +25,7 @@ from typing import Callable
 
 from equiv.errors import CandidateLoadError, InvalidArgument
 from equiv.validation import check_choice
+from equiv.verdict import CheckRun
 
 OP_NAMES = ("draft_topk", "verify", "verify_tree")
 DEFAULT_OP = "draft_topk"
@@ -109,6 +110,19 @@ def option_gate(gate: Callable[[], Callable], option: str) -> Callable:
                       timeout=options.timeout, stages=stages, progress=progress,
                       **{option: options.option(option)})
     return run
+
+
+def option_check(check: Callable[[], Callable], option: str, default_recipe: str,
+                 diagnose: Callable[[], Callable] | None = None) -> Callable:
+    """An ``Op.check`` for an op judged without k values and with one option of its own:
+    ``check()(spec, recipe, calls=, seed=, device=, timeout=, OPTION=)``, its verdict as a
+    ``CheckRun``, with ``diagnose()(verdict)`` behind a failure where the op diagnoses one."""
+    def run(options, recipe=None, *, calls: int = 1):
+        verdict = check()(options.spec, recipe or default_recipe, calls=calls, seed=options.seed,
+                          device=options.device, timeout=options.timeout, **{option: options.option(option)})
+        return CheckRun(verdict, diagnose()(verdict) if diagnose is not None and not verdict.passed else None)
+    return run
+
 
 def signature_check(noun: str, signature: str) -> Callable[[str, Callable], None]:
     """An ``Op.check_signature``: the candidate must take as many positional arguments as

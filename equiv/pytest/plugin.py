@@ -170,9 +170,10 @@ def activate(config) -> None:
     config.stash[_ACTIVE] = True
     config.addinivalue_line("markers", f"{GPU_MARKER}: needs a CUDA device; skipped when none is present")
     config.addinivalue_line("markers", f"equiv_op(name): a property of that operation (default {_D['op']})")
+    profile_name = _no_profile
     try:
         # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-        from equiv.pytest.profiles import load_profile
+        from equiv.pytest.profiles import load_profile, profile_name
 
         load_profile(config)
     except ImportError:                          # hypothesis missing: property tests will say so
@@ -180,7 +181,7 @@ def activate(config) -> None:
     _validate(config)
     path = option(config, "equiv_report_json")
     if path:
-        config.stash[_REPORT_KEY] = JsonReport(config, path)
+        config.stash[_REPORT_KEY] = JsonReport(config, path, profile_name)
         config.pluginmanager.register(config.stash[_REPORT_KEY], "equiv-report-json")
 
 
@@ -231,15 +232,20 @@ def _first_lines(text: str, n: int = 6) -> str:
     return "\n".join(str(text).strip().splitlines()[:n])
 
 
+def _no_profile() -> None:
+    return None                                  # Hypothesis is not installed
+
+
 class JsonReport:
     """Collects one record per test from its reports (works under xdist: only reports are used).
 
     The property suite adds ``equiv_*`` user properties (property name, counterexample, repro,
     example counts); other tests get what their reports say."""
 
-    def __init__(self, config, path):
+    def __init__(self, config, path, profile_name=None):
         self.config = config
         self.path = path
+        self.profile_name = profile_name or _no_profile   # the Hypothesis profile loaded at the end
         self.records: dict = {}
         self.marks: dict = {}                    # nodeid -> faults.mark() at its setup
 
@@ -273,16 +279,12 @@ class JsonReport:
             rec["outcome"], rec["not_judged"] = "not judged", lines
 
     def pytest_sessionfinish(self, session, exitstatus):
-        # hypothesis: 0.12 s to import (-X importtime); a host project's pytest run need not pay it
-        from hypothesis import settings
-
-
         tests = list(self.records.values())
         counts: dict = {}
         for t in tests:
             counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
         options = {name: option(self.config, f"equiv_{name}")
                    for name in ("op", "candidate", "device", "dtype", "k", "budget")}
-        doc = {"exitstatus": int(exitstatus), "profile": settings.get_current_profile_name(),
+        doc = {"exitstatus": int(exitstatus), "profile": self.profile_name(),
                "options": options, "counts": counts, "tests": tests, "not_judged": faults.since(0)}
         write_json(self.path, doc)

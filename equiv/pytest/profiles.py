@@ -8,6 +8,7 @@ run never pays Hypothesis's import for it).
 - ``load_profile(config)``: the profile ``HYPOTHESIS_PROFILE`` names (default ``equiv-dev``),
   unless the host or ``--hypothesis-profile`` loaded one.
 - ``suite_settings``: the settings each of equiv's properties runs under.
+- ``profile_name``: the profile loaded now (``equiv.pytest.plugin``'s JSON report).
 """
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ def register_profiles() -> None:
     settings.register_profile("equiv-ci", max_examples=30, derandomize=True, database=None,
                               print_blob=True, **common)
     settings.register_profile("equiv-nightly", max_examples=10_000, print_blob=True, **common)
+
+
+def profile_name() -> str:
+    """The name of the Hypothesis profile loaded now (the JSON report's ``profile``)."""
+    return settings.get_current_profile_name()
 
 
 def load_profile(config) -> None:

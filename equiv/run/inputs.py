@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,6 @@ class Raw:
     @classmethod
     def of(cls, tensor, pad: int | None = None) -> "Raw":
         """The exact values of a CPU or GPU tensor (its row padding kept unless ``pad`` given)."""
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         t = tensor.detach()
         dtype = str(t.dtype).removeprefix("torch.")
         if pad is None:
@@ -47,9 +45,6 @@ class Raw:
         return cls(np.array(vals, copy=True), dtype, pad, int(tensor.storage_offset()) % 64)
 
     def build(self, device="cpu"):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         if self.dtype == "bfloat16":
             t = torch.from_numpy(np.ascontiguousarray(self.values).view(np.int16)).view(torch.bfloat16)
         else:

@@ -15,7 +15,7 @@ output, a guard band written, or an output changed by a later call. Returns ``(o
 cause)``, ``cause`` the data the diagnosis reads: ``"raise"``, ``"output type"``, ``"input
 write"`` or ``"output reused"``. ``rewrite(guard, values, bump)`` writes a guarded input in
 place (the draft op's history); ``call_in(context, fn, args, device)`` calls ``fn(*args)`` in a
-calling context (``equiv.run.context`` names them); ``Rotating`` is ``fn`` for a probe that calls a candidate in a loop
+calling context; ``int64_problem`` is the verifiers' output check (``equiv.run.context`` names them); ``Rotating`` is ``fn`` for a probe that calls a candidate in a loop
 (the MTP decoder), each call in its context and its input in a guard band. Torch is imported at the top: this module runs where the
 candidate is called (the worker, or in-process for our own paths), never at a command's start.
 """
@@ -169,6 +169,22 @@ class Relabel:
 
 
 # ---- the calls ------------------------------------------------------------------------------------
+
+def int64_problem(t, want: tuple, device, *, name: str = "", shape_note: str = "") -> str | None:
+    """One line saying how ``t`` (a verifier's output, ``name`` where it returns several) fails to
+    be an int64 tensor of shape ``want`` on ``device`` (``shape_note`` says what ``want`` is), or
+    None: the output check of ``seeded_calls``' callers."""
+    if not isinstance(t, torch.Tensor):
+        return f"returned {name + ' as ' if name else ''}a {type(t).__name__}, not a torch.Tensor"
+    of = f"{name} of " if name else ""
+    if t.dtype != torch.int64:
+        return f"returned {of}dtype {str(t.dtype).replace('torch.', '')}, not int64"
+    if tuple(t.shape) != tuple(want):
+        return f"returned {of}shape {list(t.shape)}, not {list(want)} ({shape_note})"
+    if t.device != device:
+        return f"returned {name or 'a tensor'} on {t.device}, not on the inputs' device {device}"
+    return None
+
 
 def exception_line(exc: BaseException) -> str:
     """``raised TYPE: first line of the message`` (200 characters at most): a candidate's own

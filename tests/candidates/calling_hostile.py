@@ -31,7 +31,7 @@ import torch
 
 from equiv.ops.verify.paths import (acceptance_ratio, drawn_law, emit, first_rejection, inverse_cdf,
                                     torch_sampler)
-from equiv.ops.verify_tree.paths import _first, _sample, _walk, target_only
+from equiv.ops.verify_tree.paths import _sample, _walk, target_only, target_only_rule
 
 _LOCAL = threading.local()
 _LOCAL.exact = True                              # set in the importing thread only
@@ -52,15 +52,9 @@ def _chain_lossy(d, q, p, gen):
 def _tree_lossy(parents, tokens, q, p, gen):
     """target_only, but the token after the children were tried is drawn from the whole target
     row: the rejected children keep their mass (lossy)."""
-    def rule(s, kid_tok, valid):
-        pp = s["p"] / s["p"].sum(1, keepdim=True)
-        u = torch.rand(pp.shape[0], generator=gen, device=pp.device, dtype=torch.float64)
-        cum = (pp.gather(1, kid_tok) * valid.double()).cumsum(1)
-        return _first(valid & (u[:, None] < cum))
-
     def draw(s, kid_tok, valid, stop):
         return _sample(s["p"], gen)
-    return _walk(parents, tokens, None, p, gen, rule, draw)
+    return _walk(parents, tokens, None, p, gen, target_only_rule(gen), draw)
 
 
 def _tree(fn):
@@ -188,6 +182,23 @@ BEFORE_FAILS = ("ignores_storage_offset",    # the guard band before every input
 AFTER_CAUSES = {"static_output": {"output reused"}, "restores_generator": {"shared randomness between calls"}}
 
 
+def needs(prefix: str, target: int) -> dict:
+    """What each hostile of ``prefix`` (``chain``, ``tree``) needs of its statistical case's
+    calling (it fails either way where it is True); ``target``: where the target probabilities
+    stand among the op's inputs."""
+    return {
+        f"{prefix}_cache_by_pointer": lambda c: c.history != "fresh",
+        f"{prefix}_cache_by_version": lambda c: c.history == "rewritten (no version bump)",
+        f"{prefix}_static_output": lambda c: True,
+        f"{prefix}_lossy_under_inference_mode": lambda c: c.contexts[0] == "inference_mode",
+        f"{prefix}_lossy_under_no_grad": lambda c: c.contexts[0] == "no_grad",
+        f"{prefix}_lossy_on_side_thread": lambda c: c.contexts[0] == "thread",
+        f"{prefix}_dense_strides": lambda c: c.layouts[target] == "padded",
+        f"{prefix}_ignores_storage_offset": lambda c: True,
+        f"{prefix}_restores_generator": lambda c: True,   # the independence case's calls (0, 1) share one
+    }
+
+
 def judged_both_ways(judge, cases, monkeypatch) -> tuple:
     """``(after, before)``: ``judge(cases)`` with the calling layer, then with ``EQUIV_CALLING=plain``
     (the plain calling of before), caches and static buffers emptied before each."""
@@ -203,9 +214,11 @@ def judged_both_ways(judge, cases, monkeypatch) -> tuple:
     return tuple(out)
 
 
-def check_round(name: str, after, before) -> None:
+def check_round(name: str, judge, cases, monkeypatch) -> None:
     """``name`` fails with the layer (for the causes ``AFTER_CAUSES`` says, where it says) and
-    passed before unless ``BEFORE_FAILS`` says otherwise."""
+    passed before unless ``BEFORE_FAILS`` says otherwise: ``judge(cases)`` both ways
+    (``judged_both_ways``)."""
+    after, before = judged_both_ways(judge, cases, monkeypatch)
     kind = name.split("_", 1)[1]
     assert not after.passed, after.summary()
     if kind in AFTER_CAUSES:

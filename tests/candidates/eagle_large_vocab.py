@@ -15,7 +15,7 @@ vocabulary past 100000 is judged for its law, with enough texts through its deep
 import numpy as np
 import torch
 
-from equiv.ops.verify_tree.paths import _first, _sample, _walk, _zero
+from equiv.ops.verify_tree.paths import _sample, _walk, _zero, target_only_rule
 
 LARGE_V = 100000
 LEAK = 0.6
@@ -25,18 +25,12 @@ def _masked_deep(share):
     def verifier(parents, draft_token_ids, draft_probs, target_probs, generator):
         V = target_probs.shape[-1]
 
-        def rule(s, kid_tok, valid):
-            p = s["p"] / s["p"].sum(1, keepdim=True)
-            u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
-            cum = (p.gather(1, kid_tok) * valid.double()).cumsum(1)
-            return _first(valid & (u[:, None] < cum))
-
         def draw(s, kid_tok, valid, stop):
             if V > LARGE_V and s["depth"] >= 2:
                 stale = torch.rand(valid.shape[0], generator=generator, device=valid.device) < share
                 valid = valid & ~stale[:, None]
             return _sample(_zero(s["p"], kid_tok, valid), generator)
-        return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+        return _walk(parents, draft_token_ids, None, target_probs, generator, target_only_rule(generator), draw)
     verifier.drafts = "topk"
     return verifier
 

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
+import torch
 
 from equiv import reference
 from equiv.ops.draft_topk.coverage import judged_rows
@@ -65,8 +66,6 @@ def workers() -> int:
 
 
 def _init(ready) -> None:
-    import torch                                 # a worker's own: ~2 s, in the worker, not at the gate's start
-
     torch.set_num_threads(2)                     # many workers: each keeps to a little of the host
     if hasattr(os, "nice"):                      # below the suite and the gate (module docstring)
         try:

@@ -31,9 +31,9 @@ import numpy as np
 from equiv.devices import resolve_device
 from equiv.errors import EquivalenceError
 from equiv.ops.draft_topk.compare import compare
+from equiv.ops.draft_topk.paths import check_logits
 from equiv.ops.draft_topk.recipes import Recipe
 from equiv.run import CandidateSpec
-from equiv.validation import check_logits
 
 INLINE_ELEMENTS = 64
 

@@ -6,32 +6,17 @@ from __future__ import annotations
 
 from equiv.candidate import load_candidate
 from equiv.atomic import check_outputs
-from equiv.errors import InvalidArgument
 from equiv.ops.draft_topk.bench import _require_gpu, run_bench, write_json, write_plot
 from equiv.ops.draft_topk.recipes import DTYPES as KNOWN
-from equiv.validation import check_choices, check_int
-
-
-def _ints(name, text, min_value):
-    items = [s.strip() for s in str(text).split(",") if s.strip()]
-    if not items:
-        raise InvalidArgument(f"{name}={text!r} is empty: give comma-separated integers")
-    out = []
-    for s in items:
-        try:
-            value = int(s)
-        except ValueError:
-            raise InvalidArgument(f"{name}={text!r} is invalid: {s!r} is not an integer") from None
-        out.append(check_int(name, value, min_value=min_value))
-    return out
+from equiv.validation import check_choices, check_int, check_ints
 
 
 def run_command(args) -> int:
     """``equiv bench`` with its arguments parsed (``equiv/commands/bench.py``)."""
     check_outputs({"--json": args.json_out, "--plot": args.plot})
     dtypes = check_choices("dtype", args.dtype, KNOWN)
-    batches = _ints("batch", args.batch, 1)
-    ks = _ints("k", args.k, 1)
+    batches = check_ints("batch", args.batch, min_value=1)
+    ks = check_ints("k", args.k, min_value=1)
     vocab = check_int("vocab", args.vocab, min_value=1)
     for k in ks:
         check_int("k", k, max_value=vocab)

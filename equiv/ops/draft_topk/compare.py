@@ -33,16 +33,17 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from equiv import reference
 from equiv.checks import NamedChecks
 from equiv.ops.draft_topk.coverage import judged_rows
-from equiv.ops.draft_topk.paths import get_path
+from equiv.ops.draft_topk.paths import check_logits, get_path
 from equiv.ops.draft_topk.recipes import Recipe, host, keep
 from equiv.ops.draft_topk.tolerance import Tolerance, dtype_name, tolerance_for
 from equiv.ops.draft_topk.ulp import get_format, ulp_error
 from equiv.run import Array, Opaque, Raw, runner_for
-from equiv.validation import check_int, check_logits
+from equiv.validation import check_int
 
 CHECKS = ("contract", "index", "value", "poisoning", "regression")
 
@@ -348,9 +349,6 @@ def _poison_check(ref, p, idx, tol, row_ids) -> CheckResult:
 
 
 def _to_numpy(t):
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if t.dtype in (torch.bfloat16, torch.float16):
         t = t.float()                             # exact: both embed in float32
     return t.detach().cpu().numpy()
@@ -408,9 +406,6 @@ def _baseline(logits, k, ref, tol, is_baseline, judged, device):
         return CheckResult("regression", True, "this is the baseline")
     try:
         if judged.size < logits.shape[0]:        # the baseline on the same (judged) rows only
-            # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-            import torch
-
             logits = logits.index_select(0, torch.as_tensor(judged, device=logits.device))
         return _baseline_rel_err(logits.to(device), k, ref, tol)
     except Exception as exc:                     # noqa: BLE001 - reported in the check

@@ -26,8 +26,8 @@ def _attr(module: str, attr: str):
     return lazy_attr(_HERE, module, attr)
 
 
-def _builtin_names() -> tuple:
-    return tuple(_lazy("paths", "path_names")())
+# the built-in paths' names (``paths.path_names()``, which imports torch: 2.9 s a spec check need not pay)
+BUILTIN_NAMES = ("softmax_topk", "hardcoded_one", "identity_top1", "fused_triton")
 
 
 _FEATURES = {"output_dtypes": ("compare", "ALLOWED_P_DTYPES"), "confidence_bands": ("confidence", "BANDS")}
@@ -43,7 +43,7 @@ def _budget_dtypes(budget: str) -> tuple:
 
 OP = Op(name="draft_topk", signature="fn(logits, k) -> (topk_p, topk_index)",
         summary="the draft step: softmax over the vocabulary, then top-k",
-        mutants_module=f"{_HERE}.mutants", builtin_names=_builtin_names, builtin=_lazy("paths", "get_path"),
+        mutants_module=f"{_HERE}.mutants", builtin_names=lambda: BUILTIN_NAMES, builtin=_lazy("paths", "get_path"),
         check_signature=signature_check("candidate", "fn(logits, k)"), mutants=_attr("mutants", "MUTANTS"),
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"), parse_recipe=lambda text: _attr("recipes", "Recipe")().parse(text),
         default_recipe="gaussian:seed=0,batch=4,vocab=129280,dtype=float32",

@@ -62,6 +62,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from equiv.ops.draft_topk.confidence import BAND_NAMES, confident_rows
 from equiv.ops.draft_topk.space import MASKS, mask_kinds
@@ -188,9 +189,6 @@ def build(r: Recipe, device="cpu"):
     """The recipe's logits on ``device``. The host values of the last recipe built are kept (up
     to ``CACHED_ELEMENTS``), so that an in-process judge that builds its copy and then calls
     the path on the same recipe draws the random values once; each call gets its own tensor."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     x = host(r)
     if r.pad or r.offset:
         stride = r.vocab + r.pad
@@ -223,9 +221,6 @@ def keep(r: Recipe, values) -> None:
 
 def _host_values(r: Recipe):
     """The recipe's ``[batch, vocab]`` values on the host, contiguous (``build`` pads them)."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     rng = np.random.default_rng(r.seed)
     # row-major whatever the family's arithmetic left (``rng.permuted`` of the confident family
     # returns a column-major array): the layout is the recipe's ``pad`` / ``offset`` alone

@@ -6,7 +6,8 @@ seed, ``[4, V]`` rows, every dtype of the full budget: fresh inputs each seed, n
 """
 from __future__ import annotations
 
-from equiv.ops.draft_topk.gate import BUDGETS, tolerance_checks
+from equiv.ops.draft_topk.gate import BUDGETS
+from equiv.ops.draft_topk.gate_stages import tolerance_checks
 from equiv.ops.draft_topk.paths import path_names
 from equiv.ops.draft_topk.report.rows import CORRECT_PATHS
 

@@ -35,7 +35,7 @@ import math
 import zlib
 
 from equiv.ops.draft_topk.confidence import BAND_NAMES, row_bands
-from equiv.options import K_CLASSES, k_class
+from equiv.options import K_CLASSES, is_prime, k_class
 from equiv.run.calling import dealt
 from equiv.run.context import CONTEXTS, available
 from equiv.verdict import judged, judged_lines
@@ -63,14 +63,6 @@ TREE_BATCHES = {1280: "256 sequences x 5 nodes", 320: "64 x 5", 96: "32 x 3", 60
 HUGE_SHAPE = (16385, 131072)                     # 2**31 + 2**17 elements, 4 GiB in bfloat16
 MASKS = ("tail", "front", "inside", "interleaved", "first_only", "last_only", "one_left")
 ALIGN_BYTES = 16
-
-
-def is_prime(n: int) -> bool:
-    if n < 2:
-        return False
-    if n % 2 == 0:
-        return n == 2
-    return all(n % d for d in range(3, math.isqrt(n) + 1, 2))
 
 
 def _pow2(n: int) -> bool:

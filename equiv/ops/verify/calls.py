@@ -29,24 +29,12 @@ from equiv.errors import EquivError
 from equiv.ops.verify.draws import INPUT_NAMES, calling_of, window_seeds
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.run import Seeded, runner_for
-from equiv.run.seeded import Relabel, seeded_calls
+from equiv.run.seeded import Relabel, int64_problem, seeded_calls
 from equiv.run.spec import runner_target
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
 
 # a rewritten history's first call: the same geometry, other contents (the law under other token names)
 OTHER_CONTENTS = Relabel(tokens=(0,), tables=(1, 2))
-def _shape_problem(out, want, device) -> str | None:
-    if not isinstance(out, torch.Tensor):
-        return f"returned a {type(out).__name__}, not a torch.Tensor of token ids"
-    if out.dtype != torch.int64:
-        return f"returned dtype {str(out.dtype).replace('torch.', '')}, not int64"
-    if tuple(out.shape) != want:
-        return f"returned shape {list(out.shape)}, not {list(want)} ([B, n+1])"
-    if out.device != device:
-        return f"returned a tensor on {out.device}, not on the inputs' device {device}"
-    return None
-
-
 def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``,
     ``"rows": [start, stop]`` and ``"window": j`` to build and call those rows of the batch alone
@@ -58,7 +46,7 @@ def draw(fn, device, payload) -> dict:
     dev = built[2].device
     want = (recipe.batch if rows is None else rows[1] - rows[0], recipe.n + 1)
     outs, problem, cause = seeded_calls(fn, built, INPUT_NAMES, window_seeds(payload),
-                                        lambda out: _shape_problem(out, want, dev),
+                                        lambda out: int64_problem(out, want, dev, shape_note="[B, n+1]"),
                                         guarded=payload.get("guarded", True),
                                         calling=calling_of(payload["seeds"], dev), relabel=OTHER_CONTENTS)
     outs = [o.cpu().numpy() for o in outs]

@@ -38,8 +38,18 @@ def calling_of(seeds, device="cpu"):
 
 
 
+class DrawsBase:
+    """What the chain's and the tree's draws records share: ``ok`` when the calls met the contract."""
+
+    problem: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
 @dataclass(frozen=True)
-class Draws:
+class Draws(DrawsBase):
     """Outputs of seeded calls on one recipe. ``outputs`` is ``[calls, B, n+1]`` int64 for the
     calls that ran well; ``problem`` the first contract problem (one line), else None."""
 
@@ -48,10 +58,6 @@ class Draws:
     outputs: np.ndarray
     problem: str | None = None
     cause: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
 
 
 def window_seeds(payload) -> list:

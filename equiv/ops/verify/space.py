@@ -36,12 +36,11 @@ another point of the space and every case is replayable from its recipe alone.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from equiv.ops.verify.laws import row_alpha
 from equiv.ops.verify.recipes import FAMILIES
+from equiv.options import is_prime
 from equiv.run.calling import SPLIT_FROM
 from equiv.verdict import judged, judged_lines
 
@@ -67,14 +66,6 @@ EXACT_CELLS = 4096               # V**(n+1) at most: the joint law of the block 
 DEEP_ROWS = 100                  # a position counts as judged when this many rows reach it
 PURPOSES = ("marginal", "deep", "wide", "many rows", "joint exact", "independence", "family", "every length")
 ALIGN_BYTES = 16
-
-
-def is_prime(v: int) -> bool:
-    if v < 2:
-        return False
-    if v % 2 == 0:
-        return v == 2
-    return all(v % d for d in range(3, math.isqrt(v) + 1, 2))
 
 
 def n_classes(n: int) -> tuple:

@@ -23,7 +23,7 @@ from equiv.ops.verify_tree.draws import INPUT_NAMES, calling_of, declared
 from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.run import CandidateSpec, runner_for
 from equiv.run.calling import last_rows_apart, window_seed
-from equiv.run.seeded import Relabel, seeded_calls
+from equiv.run.seeded import Relabel, int64_problem, seeded_calls
 
 __all__ = ["call_once", "declared", "draw", "tree_verifier_function"]
 
@@ -35,14 +35,9 @@ def _pair_problem(out, want, device) -> str | None:
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         return f"returned a {type(out).__name__}, not a pair (accepted_path, output_token_ids)"
     for name, t in zip(("accepted_path", "output_token_ids"), out):
-        if not isinstance(t, torch.Tensor):
-            return f"returned {name} as a {type(t).__name__}, not a torch.Tensor"
-        if t.dtype != torch.int64:
-            return f"returned {name} of dtype {str(t.dtype).replace('torch.', '')}, not int64"
-        if tuple(t.shape) != want:
-            return f"returned {name} of shape {list(t.shape)}, not {list(want)} ([B, D+1], D the deepest node)"
-        if t.device != device:
-            return f"returned {name} on {t.device}, not on the inputs' device {device}"
+        problem = int64_problem(t, want, device, name=name, shape_note="[B, D+1], D the deepest node")
+        if problem:
+            return problem
     return None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.ops.verify.draws import DrawsBase
 from equiv.run import CandidateSpec, runner_for
 from equiv.run.calling import deal, key_of
 from equiv.run.spec import runner_target
@@ -28,17 +29,13 @@ def calling_of(seeds, device="cpu"):
 
 
 @dataclass(frozen=True)
-class TreeDraws:
+class TreeDraws(DrawsBase):
     recipe: str
     seeds: tuple
     paths: np.ndarray
     outputs: np.ndarray
     problem: str | None = None
     cause: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:

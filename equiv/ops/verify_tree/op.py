@@ -7,8 +7,7 @@ Each field imports its module when called (holding the registry imports no NumPy
 """
 from __future__ import annotations
 
-from equiv.ops import Op, OpOption, lazy_attr, option_gate, signature_check
-from equiv.verdict import CheckRun
+from equiv.ops import Op, OpOption, lazy_attr, option_check, option_gate, signature_check
 
 _HERE = __name__.rpartition(".")[0]
 CONSTRUCTIONS = ("topk", "iid", "wor", "any")
@@ -18,17 +17,11 @@ SIGNATURE = ("fn(parents, draft_token_ids, draft_probs, target_probs, generator)
 
 # the built-in paths' names (``paths.VERIFIERS``, which imports torch: ~1.2 s a spec check need not pay)
 BUILTIN_NAMES = ("greedy", "target_only", "eagle_onehot", "specinfer", "recursive_rejection")
+DEFAULT_RECIPE = "realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk"
 
 
 def _attr(module: str, attr: str):
     return lazy_attr(_HERE, module, attr)
-
-
-def _check(options, recipe=None, *, calls: int = 1):
-    verdict = _attr("gate", "run_tree_check")()(options.spec, recipe or OP.default_recipe, calls=calls,
-                                               seed=options.seed, device=options.device,
-                                               timeout=options.timeout, drafts=options.option("drafts"))
-    return CheckRun(verdict, _attr("defects", "diagnose")()(verdict) if not verdict.passed else None)
 
 
 OP = Op(name="verify_tree",
@@ -40,8 +33,9 @@ OP = Op(name="verify_tree",
         mutants=lambda: {k: v[0] for k, v in _attr("mutants", "MUTANTS")().items()},
         legal_variants=_attr("mutants", "LEGAL_VARIANTS"),
         parse_recipe=lambda text: _attr("recipes", "TreeRecipe")().parse(text),
-        default_recipe="realistic:seed=0,batch=256,vocab=129280,nodes=8,depth=3,fanout=3,drafts=topk",
-        stages=("properties", "statistics"), check=_check,
+        default_recipe=DEFAULT_RECIPE, stages=("properties", "statistics"),
+        check=option_check(_attr("gate", "run_tree_check"), "drafts", DEFAULT_RECIPE,
+                           diagnose=_attr("defects", "diagnose")),
         gate=option_gate(_attr("gate", "run_tree_gate"), "drafts"), ledger=dict, noun="tree verifier",
         selftest_stages=("statistics",),
         features=lambda name: {"caller": _attr("calls", "tree_verifier_function")}[name](),

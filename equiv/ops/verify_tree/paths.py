@@ -151,16 +151,21 @@ def _children_in_turn(kid_tok, valid, state, coin, *, accept, rejected):
     return chosen, state
 
 
-def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
+def target_only_rule(generator):
+    """The target-only walk's choice among a node's children: one uniform per row against the
+    running sum of the target's (renormalised) mass on the valid children, in their order."""
     def rule(s, kid_tok, valid):
         p = s["p"] / s["p"].sum(1, keepdim=True)
         u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
         cum = (p.gather(1, kid_tok) * valid.double()).cumsum(1)
         return _first(valid & (u[:, None] < cum))
+    return rule
 
+
+def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
     def draw(s, kid_tok, valid, stop):
         return _sample(_zero(s["p"], kid_tok, valid), generator)
-    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, target_only_rule(generator), draw)
 
 
 target_only.drafts = "topk"

@@ -17,7 +17,7 @@ import torch
 from equiv import reference
 from equiv.ops.draft_topk import ahead
 from equiv.ops.draft_topk.coverage import Shape, TolerancePlan, judged_rows
-from equiv.ops.draft_topk.gate import tolerance_checks
+from equiv.ops.draft_topk.gate_stages import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe, _host_values
 
 

@@ -30,7 +30,7 @@ from equiv.ops.draft_topk.coverage import (
     tolerance_plan,
 )
 from equiv.errors import InvalidArgument
-from equiv.ops.draft_topk.gate import tolerance_checks
+from equiv.ops.draft_topk.gate_stages import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES
 
 

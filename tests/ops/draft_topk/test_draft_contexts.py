@@ -23,7 +23,7 @@ from equiv.ops.draft_topk.compare import compare
 from equiv.ops.draft_topk.coverage import Shape, TolerancePlan, tolerance_plan
 from equiv.ops.draft_topk.diagnose import dimensions
 from equiv.ops.draft_topk.diagnose.core import diagnose
-from equiv.ops.draft_topk.gate import tolerance_checks
+from equiv.ops.draft_topk.gate_stages import tolerance_checks
 from equiv.ops.draft_topk.recipes import FAMILIES, Recipe
 from equiv.options import RunOptions, auto_ks
 from equiv.run import runner_for

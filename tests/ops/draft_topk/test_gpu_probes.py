@@ -96,8 +96,9 @@ def _host_sync(logits, k):
 @pytest.mark.equiv_gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("name", BUILTINS)
-def test_graph_replay_builtin_paths(name, dtype):
-    res = gpu_probes.graph_replay(equiv.get_path(name), "cuda", {"dtype": dtype, "name": name})
+@pytest.mark.parametrize("probe", ["graph_replay", "batch_invariance"])
+def test_probes_pass_the_builtin_paths(probe, name, dtype):
+    res = getattr(gpu_probes, probe)(equiv.get_path(name), "cuda", {"dtype": dtype, "name": name})
     print(res.summary(), res.facts)
     assert res.status == "pass", res.summary()
 
@@ -110,15 +111,6 @@ def test_graph_replay_kills_the_static_buffer_and_reports_host_syncs():
     assert sync.status == "not_capturable" and sync.passed, sync.summary()
     after = gpu_probes.graph_replay(equiv.get_path("fused_triton"), "cuda")   # the device still works
     assert after.status == "pass", after.summary()
-
-
-@pytest.mark.equiv_gpu
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("name", BUILTINS)
-def test_batch_invariance_builtin_paths(name, dtype):
-    res = gpu_probes.batch_invariance(equiv.get_path(name), "cuda", {"dtype": dtype, "name": name})
-    print(res.summary(), res.facts)
-    assert res.status == "pass", res.summary()
 
 
 @pytest.mark.equiv_gpu

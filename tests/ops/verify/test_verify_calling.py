@@ -14,6 +14,7 @@ names where every class was judged.
 """
 import os
 import sys
+from functools import partial
 
 import pytest
 
@@ -31,18 +32,7 @@ import calling_hostile as H  # noqa: E402
 STAT = VerifyRecipe(family="realistic", seed=5, batch=3001, n=2, vocab=257, problems=8, draft="probs",
                     drafts="sampled")
 INDEPENDENCE = VerifyRecipe(family="realistic", seed=6, batch=611, n=3, vocab=40, problems=1, drafts="fixed")
-# what each hostile needs of its statistical case's calling (it fails either way where it is True)
-NEEDS = {
-    "chain_cache_by_pointer": lambda c: c.history != "fresh",
-    "chain_cache_by_version": lambda c: c.history == "rewritten (no version bump)",
-    "chain_static_output": lambda c: True,
-    "chain_lossy_under_inference_mode": lambda c: c.contexts[0] == "inference_mode",
-    "chain_lossy_under_no_grad": lambda c: c.contexts[0] == "no_grad",
-    "chain_lossy_on_side_thread": lambda c: c.contexts[0] == "thread",
-    "chain_dense_strides": lambda c: c.layouts[2] == "padded",
-    "chain_ignores_storage_offset": lambda c: True,
-    "chain_restores_generator": lambda c: True,          # the independence case's calls (0, 1) share one
-}
+NEEDS = H.needs("chain", 2)   # what each hostile needs of its statistical case's calling
 
 
 def _cases(name):
@@ -52,24 +42,16 @@ def _cases(name):
             Case(INDEPENDENCE, 2, 777_000, purpose="independence")]
 
 
-def _judge(fn, name, monkeypatch):
-    """``(after, before)`` of ``fn`` on ``name``'s cases (dealt by the layer: plain deals no class)."""
-    monkeypatch.delenv("EQUIV_CALLING", raising=False)
-    return H.judged_both_ways(lambda cases: run_judge(fn, cases, device="cpu", spec=name), _cases(name), monkeypatch)
-
-
 @pytest.mark.parametrize("name", list(NEEDS))
 def test_each_hostile_fails_with_the_layer_and_passed_before(name, monkeypatch):
-    H.check_round(name, *_judge(getattr(H, name), name, monkeypatch))
+    H.check_round(name, partial(run_judge, getattr(H, name), device="cpu", spec=name), _cases(name), monkeypatch)
 
 
 @pytest.mark.parametrize("name", ["chain_cache_by_pointer", "chain_lossy_under_inference_mode",
                                   "chain_dense_strides", "chain_restores_generator"])
 def test_torch_sampler_passes_the_same_cases(name, monkeypatch):
     monkeypatch.delenv("EQUIV_CALLING", raising=False)
-    fn = torch_sampler
-    cases = _cases(name)
-    v = run_judge(fn, cases, device="cpu", spec=name)
+    v = run_judge(torch_sampler, _cases(name), device="cpu", spec=name)
     assert v.passed, v.summary()
 
 

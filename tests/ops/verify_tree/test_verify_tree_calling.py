@@ -13,6 +13,7 @@ every calling dimension was judged.
 """
 import os
 import sys
+from functools import partial
 
 import pytest
 
@@ -28,18 +29,7 @@ sys.path.insert(0, os.path.join(TESTS, "candidates"))
 import calling_hostile as H  # noqa: E402
 
 STAT = TreeRecipe.parse("realistic:seed=5,batch=3001,vocab=257,nodes=5,depth=2,fanout=2")
-# what each hostile needs of its statistical case's calling (it fails either way where it is True)
-NEEDS = {
-    "tree_cache_by_pointer": lambda c: c.history != "fresh",
-    "tree_cache_by_version": lambda c: c.history == "rewritten (no version bump)",
-    "tree_static_output": lambda c: True,
-    "tree_lossy_under_inference_mode": lambda c: c.contexts[0] == "inference_mode",
-    "tree_lossy_under_no_grad": lambda c: c.contexts[0] == "no_grad",
-    "tree_lossy_on_side_thread": lambda c: c.contexts[0] == "thread",
-    "tree_dense_strides": lambda c: c.layouts[3] == "padded",
-    "tree_ignores_storage_offset": lambda c: True,
-    "tree_restores_generator": lambda c: True,           # the independence case's calls (0, 1) share one
-}
+NEEDS = H.needs("tree", 3)   # what each hostile needs of its statistical case's calling
 
 
 def _cases(name):
@@ -48,25 +38,17 @@ def _cases(name):
     return [Case(STAT, 1, seed, statistical=True)] + independence_cases("topk", 7)
 
 
-def _judge(fn, name, monkeypatch):
-    """``(after, before)`` of ``fn`` on ``name``'s cases (dealt by the layer: plain deals no class)."""
-    monkeypatch.delenv("EQUIV_CALLING", raising=False)
-    return H.judged_both_ways(lambda cases: run_judge(fn, cases, device="cpu", drafts="topk", spec=name),
-                              _cases(name), monkeypatch)
-
-
 @pytest.mark.parametrize("name", list(NEEDS))
 def test_each_hostile_fails_with_the_layer_and_passed_before(name, monkeypatch):
-    H.check_round(name, *_judge(getattr(H, name), name, monkeypatch))
+    judge = partial(run_judge, getattr(H, name), device="cpu", drafts="topk", spec=name)
+    H.check_round(name, judge, _cases(name), monkeypatch)
 
 
 @pytest.mark.parametrize("name", ["tree_cache_by_pointer", "tree_lossy_under_inference_mode",
                                   "tree_dense_strides", "tree_restores_generator"])
 def test_target_only_passes_the_same_cases(name, monkeypatch):
     monkeypatch.delenv("EQUIV_CALLING", raising=False)
-    fn = target_only
-    cases = _cases(name)
-    v = run_judge(fn, cases, device="cpu", drafts="topk", spec=name)
+    v = run_judge(target_only, _cases(name), device="cpu", drafts="topk", spec=name)
     assert v.passed, v.summary()
 
 

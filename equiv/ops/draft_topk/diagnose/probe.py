@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from equiv import reference
 from equiv.ops.draft_topk.compare import compare, underflow_atol
@@ -65,9 +66,6 @@ class RawInput:
         return ("raw", self.values.tobytes(), self.values.shape, self.dtype, self.pad)
 
     def build(self, device="cpu"):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         x = torch.from_numpy(np.ascontiguousarray(self.values, dtype=np.float32)).to(getattr(torch, self.dtype))
         if self.pad:
             buf = torch.full((x.shape[0], x.shape[1] + self.pad), 1e4, dtype=x.dtype)
@@ -146,9 +144,6 @@ class _Replay:
         self.name = "replay"
 
     def __call__(self, logits, k):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         if not self.outcome.ok:
             raise _Abnormal(self.outcome.problem or self.outcome.kind)
 

@@ -4,7 +4,8 @@ A path is a callable ``fn(logits, k) -> (topk_p, topk_index)`` plus what a repor
 about it: a one-line description, the largest k it supports and what its ``topk_p`` means.
 ``get_path(name)`` returns the registered ``Path``; calling a ``Path`` validates ``k`` and the
 input shape (clear errors for ``k < 1``, ``k > V``, a non-2-D input) and handles ``B = 0``
-before handing over to the implementation.
+before handing over to the implementation. ``check_logits`` is the input contract's check for
+logits a user hands in (``equiv.compare``, ``assert_equivalent``): a ``[B, V]`` float tensor.
 """
 from __future__ import annotations
 
@@ -13,9 +14,37 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
+
 from equiv.errors import InvalidArgument
 from equiv.ops.draft_topk.paths import torch_paths
 from equiv.validation import check_choice, check_int
+
+LOGITS_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_logits(logits, k=None, name: str = "logits"):
+    """``logits`` as a ``[B, V]`` floating tensor (a nested list or an array becomes float32),
+    with ``1 <= k <= V`` when ``k`` is given; else one ``InvalidArgument`` saying the fix."""
+    if not isinstance(logits, torch.Tensor):
+        try:
+            logits = torch.as_tensor(logits, dtype=torch.float32)
+        except (TypeError, ValueError, RuntimeError):
+            raise InvalidArgument(f"{name} of type {type(logits).__name__} is invalid: give a [B, V] "
+                                  f"torch.Tensor (or build one with equiv.Recipe(...).build(device))") from None
+    shape = list(logits.shape)
+    if logits.dim() != 2:
+        fix = " (one row: logits.unsqueeze(0))" if logits.dim() == 1 else ""
+        raise InvalidArgument(f"{name} has shape {shape}: give a [B, V] tensor, one row per draft position{fix}")
+    dtype = str(logits.dtype).removeprefix("torch.")
+    if dtype not in LOGITS_DTYPES:
+        raise InvalidArgument(f"{name} has dtype {dtype}: give {', '.join(LOGITS_DTYPES)} "
+                              f"(for example logits.float())")
+    if shape[1] == 0:
+        raise InvalidArgument(f"{name} has shape {shape}: the vocabulary is empty; give V >= 1")
+    if k is not None:
+        check_int("k", k, min_value=1, max_value=shape[1])
+    return logits
 
 
 @dataclass(frozen=True)
@@ -31,9 +60,6 @@ class Path:
         return self.max_k is None or k <= self.max_k
 
     def __call__(self, logits, k: int = 1):
-        # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-        import torch
-
         k = check_int("k", k, min_value=1)
         if not isinstance(logits, torch.Tensor):
             raise InvalidArgument(f"logits must be a torch.Tensor, got {type(logits).__name__}")

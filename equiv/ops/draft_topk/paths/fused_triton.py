@@ -24,6 +24,7 @@ import os
 import sys
 
 import numpy as np
+import torch
 
 from equiv.errors import MissingDependency, UsageError
 from equiv.ops.draft_topk.paths import Path, register
@@ -62,9 +63,6 @@ def fused_triton(logits, k: int, **layout):
     ``layout`` overrides the kernel's own choice (``block``, ``rows``, ``splits``,
     ``num_warps``, ``programs_per_sm``, ``combine`` = ``"fused"`` or ``"separate"``: see
     ``choose_config``); the tests and the tuning sweep use it."""
-    # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
-    import torch
-
     if logits.device.type == "cpu" and torch.cuda.is_available():
         topk_p, topk_index = fused_triton(logits.cuda(), k, **layout)
         return topk_p.cpu(), topk_index.cpu()
