@@ -35,6 +35,9 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
   in float16), at a token where q exceeded p (``p = q`` when none), the other tokens of each
   rescaled to the rest of the mass;
 - ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
+  in the odd problems the draft agrees with the target (q's top token is p's argmax, lifted
+  ``AGREE_LIFT`` above q's largest logit: q ~0.8-0.95 there), so most of their rows accept every
+  draft and draw the bonus token, the only token a bonus read from the wrong row changes;
 - ``ties``: the top ``ties`` tokens of p and of q are exact ties;
 - ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
   carry extra draft mass, so drafts land where the target forbids them;
@@ -67,6 +70,7 @@ FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties",
 OUTSIDE_CONTRACT: dict = {}
 DRAFTS = ("probs", "onehot")
 DRAFT_MODES = ("fixed", "sampled")
+AGREE_LIFT = 3.0                                 # onehot_target's agreeing drafter (docstring)
 _DRAFT_SALT = 7919
 TINY_Q = 2.0 ** -32              # under float16's smallest subnormal (2**-24): it flushes to 0
 TINY_RATIO = 0.3                 # p = 0.3 q at the tiny draft token: acceptance 0.3
@@ -222,6 +226,8 @@ def _one_problem(r: VerifyRecipe, i: int):
         if tail:
             t[:, V - tail:] = -np.inf
             g[:, V - tail:] += 2.0
+    if fam == "onehot_target" and i % 2:         # a drafter that agrees with the target (docstring)
+        g[np.arange(n), np.argmax(t[:n], axis=1)] = g.max(axis=1) + AGREE_LIFT
     p, q = _softmax(t), _softmax(g)
     if fam == "onehot_target":
         p = np.zeros_like(t)

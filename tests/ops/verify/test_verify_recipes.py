@@ -12,6 +12,10 @@ import torch
 from hypothesis import given, settings
 
 from equiv.errors import InvalidArgument
+from equiv.ops.verify import lossless
+from equiv.ops.verify.mutants import bonus_from_previous_position
+from equiv.ops.verify.paths import torch_sampler
+from equiv.ops.verify.plans import plan
 from equiv.ops.verify.recipes import DRAFTS, FAMILIES, TINY_Q, VerifyRecipe
 from equiv.properties.verify_strategies import verify_recipes
 from equiv.reference import verify as rv
@@ -119,3 +123,23 @@ def test_a_gpu_plan_adds_the_power_case_and_more_calls_at_the_largest_vocabulari
     assert len({c.seed for c in extra}) == parts
     token = statistical_cases("quick", device="cuda", law="token")[-1]
     assert token.calls == parts and token.recipe.drafts == "fixed" and token.recipe.batch == rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_temperature_0_slot_accepts_every_draft_in_some_rows_and_judges_their_bonus(seed):
+    """The quick plan's one-hot-target slot: before, drafts drawn from a q unlike the target
+    never were all accepted (0 of 31-122 rows at plan seeds 0-2), so the bonus token was never
+    drawn at temperature 0 and a bonus read from the previous position passed the greedy check.
+    The odd problems' drafter now agrees with the target: some rows accept every draft, and that
+    mutant fails the greedy check there."""
+    (case,) = [c for c in plan("quick", seed=seed) if c.recipe.family == "onehot_target" and c.purpose == "family"]
+    r = case.recipe
+    d, q, p = r.build("cpu")
+
+    def outs(fn):
+        return np.stack([fn(d, q, p, torch.Generator().manual_seed(s)).numpy() for s in range(2)])
+
+    good = outs(torch_sampler)
+    assert (good >= 0).all(-1).mean() > 0.1, "rows that accept every draft"
+    assert lossless.greedy_problem(r, good) is None
+    assert lossless.greedy_problem(r, outs(bonus_from_previous_position)) is not None
