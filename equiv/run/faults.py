@@ -250,14 +250,13 @@ def judged(exc: Exception, reading: Memory | None, args, device="cpu") -> BaseEx
     if reading is None:
         return exc
     words = memory_words(reading, need, inputs, device)
-    if reading.free < need:
-        return NotJudged(f"{cause} during the candidate's call: {words}; re-run on a device with more free memory")
-    after = memory(device)                       # others' growth during the call (module docstring)
+    after = memory(device) if reading.free >= need else None     # others' growth during the call
     grew = max(after.others - reading.others, 0) if after is not None else 0
     if reading.free - grew < need:
-        return NotJudged(f"{cause} during the candidate's call: {words}; other processes took {_size(grew)} "
-                         f"more during the call, leaving {_size(max(reading.free - grew, 0))}; re-run on a "
-                         f"device that no other process shares")
+        took = (f"; other processes took {_size(grew)} more during the call, leaving "
+                f"{_size(max(reading.free - grew, 0))}" if grew else "")
+        return NotJudged(f"{cause} during the candidate's call: {words}{took}; re-run on a device with more "
+                         f"free memory" + (" that no other process shares" if grew else ""))
     first = str(exc.args[0]) if exc.args else ""
     try:
         exc.args = (f"out-of-memory defect of the candidate: {words}, and it ran out ({first})",) + tuple(exc.args[1:])

@@ -36,8 +36,8 @@ Families (``FAMILIES``), each p a Zipf-like law ``-s log(rank + 1)`` over a rand
   rescaled to the rest of the mass;
 - ``onehot_target``: p is one-hot at its argmax (temperature 0): the output is deterministic;
   in the odd problems the draft agrees with the target (q's top token is p's argmax, lifted
-  ``AGREE_LIFT`` above q's largest logit: q ~0.8-0.95 there), so most of their rows accept every
-  draft and draw the bonus token, the only token a bonus read from the wrong row changes;
+  ``AGREE_LIFT`` above q's largest logit: q ~0.8-0.95 there), so many of their rows (about 0.9**n)
+  accept every draft and draw the bonus token, the only token a bonus read from the wrong row changes;
 - ``ties``: the top ``ties`` tokens of p and of q are exact ties;
 - ``neginf_zeros``: the last ``V // 8`` tokens are -inf logits of the target (p = 0 there) but
   carry extra draft mass, so drafts land where the target forbids them;
