@@ -8,9 +8,10 @@
         the real judge on every built-in under its declaration, quick statistical plan, N seeds
     python scripts/verify_tree_calibration.py power --seeds 50 [--vocab 129280 --batch 2000]
         detected share at TV 0.01 / 0.02 / 0.05 (host draws of biased laws, calibration.BIASES)
-    python scripts/verify_tree_calibration.py table
+    python scripts/verify_tree_calibration.py table [--only NAME,NAME] [--device cpu]
         the gate (statistics stage, quick) on every built-in x construction, and on every mutant
-        under its declaration
+        under its declaration (--only: those built-ins and mutants alone, so that a table can be
+        cut over processes)
 Each prints a table and appends JSON lines to --out (default: no file).
 """
 from __future__ import annotations
@@ -77,7 +78,13 @@ def table(args):
     from equiv.ops.verify_tree.paths import VERIFIERS
 
     print(f"{'verifier':<22} {'declares':<8} " + " ".join(f"{c:<6}" for c in ("topk", "iid", "wor")))
+    only = set(args.only.split(",")) if args.only else None
+    unknown = (only or set()) - set(VERIFIERS) - set(MUTANTS)
+    if unknown:
+        raise SystemExit(f"table: --only names {sorted(unknown)}: not a built-in or mutant of verify_tree")
     for name, fn in VERIFIERS.items():
+        if only is not None and name not in only:
+            continue
         cells = []
         for c in ("topk", "iid", "wor"):
             r = run_gate(name, op="verify_tree", stages="statistics", drafts=c, device=args.device)
@@ -88,6 +95,8 @@ def table(args):
         print(f"{name:<22} {fn.drafts:<8} " + " ".join(f"{x:<6}" for x in cells), flush=True)
     print(f"\n{'mutant':<22} {'verdict':<8} {'seconds':>7}  causes")
     for name in MUTANTS:
+        if only is not None and name not in only:
+            continue
         r = run_gate(f"equiv.ops.verify_tree.mutants:{name}", op="verify_tree", stages="statistics",
                      device=args.device)
         causes = [d.cause for d in r.diagnosis.defects] if r.diagnosis else list(r.not_judged)
@@ -111,6 +120,7 @@ def main():
     p.add_argument("--batch", type=int, default=2000)
     p.add_argument("--out", default=None)
     p.add_argument("--device", default="cpu", help="table: the gates' device (default cpu)")
+    p.add_argument("--only", default=None, help="table: these built-ins and mutants alone (comma-separated)")
     args = p.parse_args()
     {"fp": fp, "judge": judge, "power": power, "table": table}[args.what](args)
 
