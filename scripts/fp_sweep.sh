@@ -13,6 +13,7 @@ op=${1:?op}; first=${2:?first seed}; count=${3:?seeds}; procs=${4:?processes}; o
 limit=${6:-3600}
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export EQUIV_CACHE=${EQUIV_CACHE:-0}   # every seed its own plan: a disk cache would only be written and pruned
 per=$(( (count + procs - 1) / procs ))
 slice() {  # slice FIRST N
     local s=$1 n=$2

@@ -1,4 +1,7 @@
 """equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.pytest.plugin)."""
+import os
+import tempfile
+
 import pytest
 
 from equiv.pytest.plugin import activate
@@ -10,6 +13,11 @@ register_profiles()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    # the gates of this session keep their disk cache (equiv/ops/draft_topk/disk_cache.py) in a
+    # folder of their own, small, removed with the session's temporary files: never the user's
+    if "EQUIV_CACHE_DIR" not in os.environ:
+        os.environ["EQUIV_CACHE_DIR"] = tempfile.mkdtemp(prefix="equiv-cache-")
+        os.environ.setdefault("EQUIV_CACHE_MAX_MB", "512")
     activate(config)
 
 

@@ -18,6 +18,8 @@ Plan
   dropped when a later one is taken.
   The reference travels without its rows (``rows=None``): the caller reads them from the values,
   as it would have.
+- Both read the disk cache first (``disk_cache``): a warm run's workers read what an earlier run
+  wrote, the same bits.
 - Any failure of the pool (a worker killed, a result that does not unpickle) makes ``take`` give
   None from then on: the stage goes on in this process, never with a different verdict.
 - Workers: ``EQUIV_HOST_WORKERS`` if set (0: none), else the cores this process may use less two
@@ -45,6 +47,7 @@ import numpy as np
 import torch
 
 from equiv import reference
+from equiv.ops.draft_topk import disk_cache
 from equiv.ops.draft_topk.coverage import judged_rows
 from equiv.ops.draft_topk.recipes import _host_values
 from equiv.run.suite import cores
@@ -92,13 +95,13 @@ def _no_main():
 def prepare(recipe, k: int):
     """``(host values, judged rows, reference without its rows)`` of one job (a worker's work);
     the reference is the exception it raised, if it raised one."""
-    host = _host_values(recipe)
+    host = disk_cache.values(recipe, lambda: _host_values(recipe))
     x = host.float().numpy() if host.dtype.itemsize < 4 else host.numpy()
     batch, vocab = x.shape
     judged = judged_rows(batch, vocab, seed=recipe.seed or 0)
     try:
-        ref = reference.softmax_topk(x if judged.size == batch else np.ascontiguousarray(x[judged]), k)
-        ref = replace(ref, rows=None)
+        ref = disk_cache.reference(recipe, k, judged, lambda: replace(reference.softmax_topk(
+            x if judged.size == batch else np.ascontiguousarray(x[judged]), k), rows=None))
     except Exception as exc:                     # noqa: BLE001 - raised where it is used, as in compare
         ref = exc
     return host, judged, ref

@@ -37,6 +37,7 @@ import torch
 
 from equiv import reference
 from equiv.checks import NamedChecks
+from equiv.ops.draft_topk import disk_cache
 from equiv.ops.draft_topk.coverage import judged_rows
 from equiv.ops.draft_topk.paths import check_logits, get_path
 from equiv.ops.draft_topk.recipes import Recipe, host, keep
@@ -368,14 +369,15 @@ def _baseline_rel_err(logits, k, ref, tol) -> float:
     return float(np.nanmax(rel))
 
 
-def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done=None):
+def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done=None, cached=False):
     """What ``compare`` needs besides the candidate's answer, computed while it runs: the
     tolerance, the judged rows, the float64 reference and the baseline's error (``_baseline``).
     The candidate never sees ``logits`` (its input is built from a description), so the
     reference reads them as they are. An exception of the reference is kept in its place and
     raised where the reference is first used (after a failed contract: not at all). ``done``:
     ``(judged rows, reference without its rows)`` computed elsewhere from the same values
-    (``ahead.prepare``)."""
+    (``ahead.prepare``). ``cached``: ``logits`` are the values of ``recipe`` (``compare`` was given
+    the recipe), so the reference may come from the disk cache (``disk_cache``)."""
     x = np.ascontiguousarray(_to_numpy(logits))   # a padded tensor: one copy, then fast row reads
     tol = tolerance or tolerance_for(dtype_name(logits.dtype))
     batch, vocab = logits.shape
@@ -386,8 +388,13 @@ def _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression,
         ref = replace(ref, rows=x if judged.size == batch else x[judged])
     else:
         judged = judged_rows(batch, vocab, rows=rows, seed=getattr(recipe, "seed", None) or 0)
+        sub = x if judged.size == batch else x[judged]
         try:
-            ref = reference.softmax_topk(x if judged.size == batch else x[judged], k)
+            if cached and rows is None:
+                ref = replace(disk_cache.reference(
+                    recipe, k, judged, lambda: replace(reference.softmax_topk(sub, k), rows=None)), rows=sub)
+            else:
+                ref = reference.softmax_topk(sub, k)
         except Exception as exc:                 # noqa: BLE001 - raised where it is used
             return tol, judged, exc, None
     base = None
@@ -471,7 +478,8 @@ def compare(fn, logits, k: int = 1, tolerance: Tolerance | None = None, *, recip
     try:
         if logits is None:                       # the values, as judged: no padded copy of them
             logits = host(inputs)
-        early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done)
+        early = _judge_ahead(logits, k, tolerance, rows, recipe, runner, device, regression, done,
+                             cached=isinstance(inputs, Recipe))
     except BaseException:
         pending.result()                         # no reply may be left unread
         raise

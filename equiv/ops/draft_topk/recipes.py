@@ -64,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from equiv.ops.draft_topk import disk_cache
 from equiv.ops.draft_topk.confidence import BAND_NAMES, confident_rows
 from equiv.ops.draft_topk.space import MASKS, mask_kinds
 from equiv.recipe_text import RecipeText, choice, integer, real
@@ -203,10 +204,11 @@ def build(r: Recipe, device="cpu"):
 def host(r: Recipe):
     """The recipe's values on the host, ``[batch, vocab]`` contiguous, without its padding or
     offset: the kept ones when they are kept (a judge reads them and never writes them; a call
-    gets ``build``'s own tensor), else drawn now and kept."""
+    gets ``build``'s own tensor), else read from the disk cache (``disk_cache``) or drawn now,
+    and kept."""
     x = _LAST.get(r)
     if x is None:
-        x = _host_values(r)
+        x = disk_cache.values(r, lambda: _host_values(r))   # read back when a run drew them before
         keep(r, x)
     return x
 
