@@ -67,15 +67,20 @@ def folder() -> Path:
     return _folder
 
 
-def _name(recipe, suffix: str) -> Path:
-    return folder() / (hashlib.sha256(str(recipe).encode()).hexdigest()[:32] + suffix)
+def _name(recipe, suffix: str) -> Path | None:
+    """The recipe's file, or None where no cache folder can be named (no home directory): then
+    the run goes on without the cache."""
+    try:
+        return folder() / (hashlib.sha256(str(recipe).encode()).hexdigest()[:32] + suffix)
+    except (OSError, RuntimeError, KeyError):
+        return None
 
 
 def values(recipe, make):
     """The recipe's host values: read, or ``make()`` and written (module docstring)."""
-    if not enabled():
+    path = _name(recipe, ".npy") if enabled() else None
+    if path is None:
         return make()
-    path = _name(recipe, ".npy")
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[recipe.dtype]
     got = _read(path, lambda f: np.load(f, allow_pickle=False))
     if got is not None and got.shape == (recipe.batch, recipe.vocab):
@@ -92,9 +97,9 @@ def values(recipe, make):
 def reference(recipe, k: int, judged: np.ndarray, make):
     """The reference (without its rows) of the recipe's ``judged`` rows at ``k``: read, or
     ``make()`` and written. ``make`` may raise: nothing is written then."""
-    if not enabled():
+    path = _name(recipe, f"-k{k}.npz") if enabled() else None
+    if path is None:
         return make()
-    path = _name(recipe, f"-k{k}.npz")
     got = _read(path, lambda f: dict(np.load(f, allow_pickle=False)))
     if got is not None and np.array_equal(got.get("judged"), judged):
         return oracle.ReferenceResult(k=k, topk_p=got["topk_p"], topk_index=got["topk_index"],
@@ -156,7 +161,7 @@ def prune(limit_mb: float | None = None) -> None:
                 for f in d.iterdir():
                     st = f.stat()
                     files.append((st.st_mtime, st.st_size, f))
-    except OSError:
+    except (OSError, RuntimeError):
         return
     total = sum(s for _, s, _ in files)
     for _, size, f in sorted(files):

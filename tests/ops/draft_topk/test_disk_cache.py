@@ -113,6 +113,11 @@ def test_off_writes_nothing_and_an_unwritable_folder_changes_nothing(cache, monk
     monkeypatch.setenv("EQUIV_CACHE", "1")
     monkeypatch.setenv("EQUIV_CACHE_DIR", str(blocker / "below"))   # cannot be made
     assert torch.equal(host(r), _host_values(r))
+    monkeypatch.delenv("EQUIV_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(disk_cache.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
+    recipes._LAST.clear()
+    assert torch.equal(host(r), _host_values(r))  # no folder can be named: no cache
 
 
 def test_the_cache_keeps_under_its_size_least_recently_read_first(cache, monkeypatch):
