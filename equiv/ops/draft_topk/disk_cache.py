@@ -39,7 +39,8 @@ from equiv._version import __version__
 SOURCES = ("equiv.ops.draft_topk.recipes", "equiv.ops.draft_topk.confidence", "equiv.ops.draft_topk.space",
            "equiv.ops.draft_topk.coverage", "equiv.recipe_text", "equiv.reference.softmax_topk")
 DEFAULT_MAX_MB = 2048
-_STORED = ("bfloat16",)                          # dtypes NumPy lacks, kept as their bits (int16)
+# how each recipe dtype is stored: bfloat16, which NumPy lacks, as its bits
+_STORED = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": np.dtype(np.int16)}
 _folder: Path | None = None
 
 
@@ -81,15 +82,13 @@ def values(recipe, make):
     path = _name(recipe, ".npy") if enabled() else None
     if path is None:
         return make()
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[recipe.dtype]
+    bits = recipe.dtype == "bfloat16"
     got = _read(path, lambda f: np.load(f, allow_pickle=False))
-    if got is not None and got.shape == (recipe.batch, recipe.vocab):
+    if got is not None and got.shape == (recipe.batch, recipe.vocab) and got.dtype == _STORED[recipe.dtype]:
         x = torch.from_numpy(got)
-        x = x.view(dtype) if recipe.dtype in _STORED else x
-        if x.dtype == dtype:
-            return x
+        return x.view(torch.bfloat16) if bits else x
     x = make()
-    arr = x.view(torch.int16).numpy() if recipe.dtype in _STORED else x.numpy()
+    arr = x.view(torch.int16).numpy() if bits else x.numpy()
     _write(path, lambda f: np.save(f, arr, allow_pickle=False))
     return x
 

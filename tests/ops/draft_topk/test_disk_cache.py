@@ -101,6 +101,11 @@ def test_a_torn_or_foreign_file_is_made_again(cache):
     np.save(path, np.zeros((3, 300), dtype=np.float32))   # another shape under the recipe's name
     assert torch.equal(disk_cache.values(r, lambda: want), want)
     assert torch.equal(disk_cache.values(r, lambda: pytest.fail("written again but not read")), want)
+    b = r.with_(dtype="bfloat16")                 # the recipe's shape in another dtype under its name
+    want = _host_values(b)
+    np.save(disk_cache._name(b, ".npy"), np.zeros((4, 300), dtype=np.float32))
+    got = disk_cache.values(b, lambda: want)
+    assert got.dtype == torch.bfloat16 and torch.equal(_bits(got), _bits(want))
 
 
 def test_off_writes_nothing_and_an_unwritable_folder_changes_nothing(cache, monkeypatch, tmp_path):
