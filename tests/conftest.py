@@ -1,5 +1,6 @@
 """equiv's own unit tests are an equiv run: profiles, the ``equiv_gpu`` marker (see equiv.pytest.plugin)."""
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -8,17 +9,25 @@ from equiv.pytest.plugin import activate
 from equiv.pytest.profiles import register_profiles
 
 EQUIV_SUITE = True
+_OWN_CACHE = None                                # the cache folder this process made (pytest_configure)
 register_profiles()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     # the gates of this session keep their disk cache (equiv/ops/draft_topk/disk_cache.py) in a
-    # folder of their own, small, removed with the session's temporary files: never the user's
+    # folder of their own, small, removed when the session ends (by the process that made it, not
+    # by pytest-xdist's workers, which inherit it): never the user's
+    global _OWN_CACHE
     if "EQUIV_CACHE_DIR" not in os.environ:
-        os.environ["EQUIV_CACHE_DIR"] = tempfile.mkdtemp(prefix="equiv-cache-")
+        _OWN_CACHE = os.environ["EQUIV_CACHE_DIR"] = tempfile.mkdtemp(prefix="equiv-cache-")
         os.environ.setdefault("EQUIV_CACHE_MAX_MB", "512")
     activate(config)
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
