@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
+from equiv.stats.labels import Labels
 from equiv.stats.values import finite_1d, rounded, scipy_stats
 
 SAMPLING_ALPHA = 0.001
@@ -97,11 +98,11 @@ def sampling_fit(pit_values, groups=None, *, alpha: float = SAMPLING_ALPHA,
                               f"{bins} bins, got {u.size}: decode more sequences or rounds")
     raw = [_pit_test("pooled", u, bins)]
     if groups is not None:
-        groups = np.asarray(groups)
-        if groups.shape != u.shape:
-            raise InvalidArgument(f"groups {groups.shape} must match pit_values {u.shape}")
-        for g in np.unique(groups):
-            sel = u[groups == g]
+        labels = Labels.of(groups)
+        if labels.shape != u.shape:
+            raise InvalidArgument(f"groups {labels.shape} must match pit_values {u.shape}")
+        for g in labels.present():
+            sel = u[labels.mask(g)]
             if sel.size >= MIN_EXPECTED * bins:
                 raw.append(_pit_test(f"offset {g}", sel, bins))
     level = alpha / len(raw)

@@ -60,6 +60,7 @@ import numpy as np
 from equiv.checks import Check
 from equiv.verdict import Case, FirstFailures, JudgeVerdict
 from equiv.ops.verify import lossless
+from equiv.ops.verify.beside import draw_and_judge
 from equiv.ops.verify.block_law import block_tests
 from equiv.ops.verify.draws import run_draws
 from equiv.ops.verify.independence import eligible, independence_check
@@ -70,7 +71,7 @@ from equiv.ops.verify.lossless import LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tes
 from equiv.ops.verify.recipes import VerifyRecipe
 from equiv.ops.verify.tail import repeat_tests
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
-from equiv.stats import sampling_fit
+from equiv.stats import Labels, sampling_fit
 from equiv.validation import check_choice
 
 CHECKS = ("contract", "support", "greedy", "acceptance", "distribution", "tail")
@@ -225,7 +226,7 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
         got = lossless.lossless_values(recipe, outs, rng)
         u, groups, cells, expected, tail = (got[k] for k in ("u", "groups", "cells", "expected", "tail"))
         if case.purpose in OWN_GROUPS:           # FAMILY:PURPOSE:positionJ (OWN_GROUPS)
-            groups = np.char.replace(groups, f"{recipe.family}:", f"{recipe.family}:{case.purpose}:", count=1)
+            groups = groups.renamed(lambda g: g.replace(f"{recipe.family}:", f"{recipe.family}:{case.purpose}:", 1))
         for label, pairs in got["joint"].items():
             stats["joint"].setdefault(label, []).append(pairs)
         stats["scores"].append(got["scores"])
@@ -259,7 +260,7 @@ def _binned_checks(found, stats, name, repro, share) -> Check | None:
         return judged(name, False, f"nothing checked: {u.size} tokens, fewer than the {5 * PIT_BINS} "
                                         f"a chi-square needs")
     floor = TVD_FLOOR if found.law == "token" else LOSSLESS_TVD_FLOOR
-    groups = np.concatenate(stats["groups"])
+    groups = Labels.concat(stats["groups"])
     with ThreadPoolExecutor(3) as pool:         # three independent tests, mostly in NumPy
         fit = pool.submit(sampling_fit, u, groups, alpha=FAMILY_ALPHA * share["pit"], tvd_floor=floor,
                           bins=PIT_BINS)
@@ -380,19 +381,8 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
     line of the case that the failing test's group points to, exact when there is one case)."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
     judging = _Judging(spec, device, seed, law)
-    drawn = []
-    # each case is judged in one other thread, in order, while the next one is drawn
-    with ThreadPoolExecutor(1) as beside:
-        judged_cases = []
-        for i, case in enumerate(cases):
-            drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
-            judged_cases.append(beside.submit(judging.add, case, drawn[-1]))
-            if progress:
-                progress(i + 1, len(cases), str(case.recipe))
-            if drawn[-1].problem and "did not return" in drawn[-1].problem:
-                break                                        # a hang: the rest would hang too
-        for f in judged_cases:
-            f.result()                                       # an exception of the judge goes on
+    drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
+                                                         timeout=timeout), judging.add, progress)
     return judging.verdict(cases, drawn, repro)
 
 
@@ -427,7 +417,12 @@ class _Judging:
 
 
 def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> Verdict:
-    checks = _statistical_checks(found, stats, repro)
+    # the block tests need only the outputs: computed in a thread beside the pooled tests (mostly
+    # NumPy, which lets go of the GIL), their findings added after them, in the same order as before
+    with ThreadPoolExecutor(1) as beside:
+        blocks = beside.submit(_block_tests, cases, drawn, seed, law)
+        checks = _statistical_checks(found, stats, repro)
+        blocks = blocks.result()
     ran_detail = {
         "contract": f"{found.ran['contract']} recipes: tensor int64 [B, n+1] on the device, -1 layout, "
                     f"inputs unchanged, same seed -> same output",
@@ -451,7 +446,7 @@ def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> V
         elif statistical and check not in ran_detail:
             out += [c for c in checks if c.name == check] or [
                 judged(check, False, "nothing checked: no call returned a usable output")]
-    out += _more_checks(cases, drawn, found, seed, law)
+    out += _more_checks(cases, drawn, found, blocks)
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     notes = tuple(found.notes.values()) if not any(not c.passed for c in out) else ()
@@ -465,15 +460,20 @@ def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> V
                    tuple(stats["efficiency"]))
 
 
-def _more_checks(cases, drawn, found: _Findings, seed: int, law: str) -> list:
+def _block_tests(cases, drawn, seed: int, law: str) -> list | None:
+    """``block_law.block_tests`` of the statistical cases with drafts drawn per row, under the
+    lossless law; None where there are none."""
+    statistical = [(c, d) for c, d in zip(cases, drawn) if c.statistical and c.recipe.drafts == "sampled"]
+    return block_tests(statistical, seed) if statistical and law == "lossless" else None
+
+
+def _more_checks(cases, drawn, found: _Findings, tests: list | None) -> list:
     """``independence`` (independence.py) on the cases whose rows have identical inputs and
-    ``block_law`` (block_law.py) on the statistical ones: one check each, present only where
-    such cases ran (a recipe of the other kinds has nothing for them to judge)."""
-    pairs = list(zip(cases, drawn))
-    out = independence_check([(c, d) for c, d in pairs if eligible(c, d)], found, judged)
-    statistical = [(c, d) for c, d in pairs if c.statistical and c.recipe.drafts == "sampled"]
-    if statistical and law == "lossless":
-        tests = block_tests(statistical, seed)
+    ``block_law`` (block_law.py: ``tests``, from ``_block_tests``) on the statistical ones: one
+    check each, present only where such cases ran (a recipe of the other kinds has nothing for
+    them to judge)."""
+    out = independence_check([(c, d) for c, d in zip(cases, drawn) if eligible(c, d)], found, judged)
+    if tests is not None:
         bad = [(c, t) for c, t in tests if t["failed"]]
         if bad:
             c, t = min(bad, key=lambda ct: ct[1]["kind"] == "pair score")

@@ -17,7 +17,7 @@ from equiv.ops.verify.recipes import VerifyRecipe, problem_cache
 from equiv.ops.verify.tail import level_repeats
 from equiv.reference import verify as ref
 from equiv.reference.verify import deterministic_output
-from equiv.stats import cells_test, pit
+from equiv.stats import Labels, cells_test, pit
 from equiv.stats.values import scipy_stats
 
 ACCEPT_FLOOR = 0.01
@@ -190,7 +190,7 @@ def pit_values(recipe, outputs, rng) -> tuple:
     rank = rank_of[level, tok]
     u = pit(sorted_laws, level, rank, rng)
     slot = stop.ravel()
-    groups = np.where(slot == n, f"{recipe.family}:bonus", np.char.add(f"{recipe.family}:residual", slot.astype(str)))
+    groups = Labels([f"{recipe.family}:residual{j}" for j in range(n)] + [f"{recipe.family}:bonus"], slot)
     cell = np.searchsorted(np.array(RANK_EDGES), rank, side="right") - 1
     return u, groups, cell, cell_mass[level], level_repeats(sorted_laws, level, rank)
 
@@ -201,9 +201,10 @@ def rank_fit(cells, expected, groups, alpha: float, floor: float = TVD_FLOOR) ->
     counts vary less than one multinomial's, so the test is conservative."""
     C = expected.shape[1]
     raw = []
-    for label in ["pooled"] + sorted(set(groups.tolist())):
-        sel = slice(None) if label == "pooled" else groups == label
-        n = int(np.count_nonzero(groups == label)) if label != "pooled" else int(cells.size)
+    labels = Labels.of(groups)
+    for label in ["pooled"] + labels.present():
+        sel = slice(None) if label == "pooled" else labels.mask(label)
+        n = int(np.count_nonzero(sel)) if label != "pooled" else int(cells.size)
         if n < 5 * PIT_BINS:
             continue
         got = cells_test(np.bincount(cells[sel], minlength=C).astype(float), expected[sel].sum(0))

@@ -65,7 +65,7 @@ import numpy as np
 from equiv.ops.verify.laws import RANK_EDGES, sorted_table
 from equiv.ops.verify.recipes import cdf_draw, problem_cache
 from equiv.ops.verify.tail import level_repeats
-from equiv.stats import bernstein_p, cells_test, pit
+from equiv.stats import Labels, bernstein_p, cells_test, pit
 
 JOINT_BINS = 4
 LOSSLESS_TVD_FLOOR = 0.002
@@ -218,11 +218,11 @@ def lossless_values(recipe, outputs, rng) -> dict:
     rank = rank_of[lv, tok]
     u = pit(sorted_laws, lv, rank, rng)
     pos = np.broadcast_to(np.arange(recipe.n + 1), seq.shape)
-    groups = np.char.add(f"{recipe.family}:position", pos.astype(str))
+    groups = Labels([f"{recipe.family}:position{j}" for j in range(recipe.n + 1)], pos.ravel())
     k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(seq.shape)
     joint = {f"{recipe.family}:positions {j},{j + 1}": k[:, j] * JOINT_BINS + k[:, j + 1]
              for j in range(recipe.n)}
-    return {"u": u, "groups": groups.ravel(), "joint": joint,
+    return {"u": u, "groups": groups, "joint": joint,
             "cells": (np.searchsorted(np.array(RANK_EDGES), rank, side="right") - 1),
             "expected": cell_mass[lv],
             "tail": level_repeats(sorted_laws, lv, rank),
@@ -234,17 +234,18 @@ def _suffix_groups(groups) -> dict | None:
     """``{"FAMILY:from positionM": mask}`` for every family and position ``M >= 1`` among the
     labels ``FAMILY:positionJ``; None when a label has another form (the caller's per-label
     groups then)."""
-    labels = sorted(set(groups.tolist()))
-    parsed = [(label, *label.rpartition(":position")) for label in labels]
-    if not parsed or any(not sep or not pos.isdigit() for _, _, sep, pos in parsed):
+    labels = Labels.of(groups)
+    parsed = {label: label.rpartition(":position") for label in labels.present()}
+    if not parsed or any(not sep or not pos.isdigit() for _, sep, pos in parsed.values()):
         return None
-    index = np.searchsorted(np.array(labels), groups)
-    family = np.array([fam for _, fam, _, _ in parsed])[index]
-    position = np.array([int(pos) for _, _, _, pos in parsed])[index]
+    families = sorted({fam for fam, _, _ in parsed.values()})
+    # per name of the table (a name no token carries: -1, never selected)
+    family = labels.per_token([families.index(parsed[n][0]) if n in parsed else -1 for n in labels.names])
+    position = labels.per_token([int(parsed[n][2]) if n in parsed else -1 for n in labels.names])
     out = {}
-    for fam in sorted(set(family.tolist())):
-        mine = family == fam
-        for m in sorted(set(position[mine].tolist())):            # 0: the family as a whole
+    for f, fam in enumerate(families):
+        mine = family == f
+        for m in sorted({int(pos) for name, (g, _, pos) in parsed.items() if g == fam}):   # 0: the family as a whole
             out[f"{fam}:from position{m}"] = mine & (position >= m)
     return out
 
@@ -254,8 +255,9 @@ def score_tests(scores: dict, groups, alpha: float, floor: float = SCORE_FLOOR) 
     pooled and per group, the Bernstein test of the sum (module docstring); a kind of
     ``SUFFIX_SCORES`` per family's positions from ``m`` on instead of per group. Half of
     ``alpha`` to the pooled tests, half to the groups', Bonferroni inside each half."""
-    labels = sorted(set(groups.tolist()))
-    per_label = {label: groups == label for label in labels} if len(labels) > 1 else {}
+    groups = Labels.of(groups)
+    labels = groups.present()
+    per_label = {label: groups.mask(label) for label in labels} if len(labels) > 1 else {}
     suffixes = _suffix_groups(groups) if any(kind in SUFFIX_SCORES for kind in scores) else None
     raw = []
     for kind, (dev, var, top) in scores.items():

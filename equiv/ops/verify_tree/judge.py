@@ -55,6 +55,7 @@ import numpy as np
 
 from equiv.checks import Check
 from equiv.verdict import Case, FirstFailures, JudgeVerdict
+from equiv.ops.verify.beside import draw_and_judge
 from equiv.ops.verify.independence import independence_check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
@@ -64,7 +65,7 @@ from equiv.ops.verify_tree.draws import run_draws
 from equiv.ops.verify_tree.children import children_score
 from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step, tree_model
 from equiv.reference import verify_tree as ref
-from equiv.stats import PIT_BINS, cells_test, pit, sampling_fit
+from equiv.stats import PIT_BINS, Labels, cells_test, pit, sampling_fit
 
 CHECKS = ("contract", "support", "greedy", "marginal", "joint", "exhaustive", "tail", "independence")
 FAMILY_ALPHA = 1e-4
@@ -333,7 +334,7 @@ def statistics_of_texts(case, seq, levels, nodes, stats, rng):
     L = seq.shape[-1]
     pos = np.broadcast_to(np.arange(L), seq.shape).ravel()
     stats.u.append(u)
-    stats.groups.append(np.char.add(f"{_label(case)}:position", pos.astype(str)))
+    stats.groups.append(Labels([f"{_label(case)}:position{j}" for j in range(L)], pos))
     k = np.minimum((u * JOINT_BINS).astype(np.int64), JOINT_BINS - 1).reshape(-1, L)
     for j in range(L - 1):
         stats.joint.setdefault(f"{_label(case)}:positions {j},{j + 1}", []).append(
@@ -487,12 +488,12 @@ def statistical_checks(found, stats, repro) -> list:
     if not stats.cases:
         return []
     out = []
-    u, groups = np.concatenate(stats.u), np.concatenate(stats.groups)
+    u, groups = np.concatenate(stats.u), Labels.concat(stats.groups)
     fit = sampling_fit(u, groups, alpha=FAMILY_ALPHA * SHARE["pit"], tvd_floor=LOSSLESS_TVD_FLOOR, bins=PIT_BINS)
     kinds = sorted({k for s in stats.scores for k in s})
     scores = score_tests({k: tuple(np.concatenate([s[k][i] for s in stats.scores if k in s]) for i in range(3))
                           for k in kinds},
-                         np.concatenate([g for g, s in zip(stats.groups, stats.scores)]),
+                         Labels.concat([g for g, s in zip(stats.groups, stats.scores)]),
                          FAMILY_ALPHA * SHARE["score"]) if kinds else []
     failed = [(t.group, f"{t.n} tokens: chi-square {t.chi2:.1f} over {t.bins} PIT bins, p = {t.p_value:.3g}, "
                         f"binned TVD {t.tvd:.4f} > floor {LOSSLESS_TVD_FLOOR}") for t in fit.tests if t.failed]
@@ -572,22 +573,40 @@ def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = 
               timeout: float | None = None, repro: str | None = None, progress=None) -> TreeVerdict:
     """Judge ``candidate`` on ``cases`` (module docstring); ``drafts`` the declared construction."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
-    drawn = []
-    for i, case in enumerate(cases):
-        drawn.append(run_draws(candidate, case.recipe, case.seeds, device=device, timeout=timeout))
-        if progress:
-            progress(i + 1, len(cases), str(case.recipe))
-        if drawn[-1].problem and "did not return" in drawn[-1].problem:
-            break
-    return judge_draws(cases, drawn, spec=str(spec), device=device, seed=seed, repro=repro, drafts=drafts)
+    judging = _Judging(str(spec), device, seed, drafts)
+    drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
+                                                         timeout=timeout), judging.add, progress)
+    return judging.verdict(cases, drawn, repro)
 
 
 def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk") -> TreeVerdict:
-    found = Findings(spec, device, drafts)
-    stats, eff = Stats(), []
-    rng = np.random.default_rng([seed, _SALT])
+    """The verdict on the outputs ``drawn[i]`` of ``cases[i]`` (cases past the end of ``drawn``
+    were not run)."""
+    judging = _Judging(spec, device, seed, drafts)
     for case, draws in zip(cases, drawn):
-        _judge_case(case, draws, found, stats, eff, rng)
+        judging.add(case, draws)
+    return judging.verdict(cases, drawn, repro)
+
+
+class _Judging:
+    """One verdict in the making: each case's outputs judged as they come (``add``, in the order
+    of the cases), then the pooled tests (``verdict``)."""
+
+    def __init__(self, spec, device, seed, drafts):
+        self.found = Findings(spec, device, drafts)
+        self.stats, self.eff = Stats(), []
+        self.rng = np.random.default_rng([seed, _SALT])
+        self.spec, self.device, self.seed, self.drafts = spec, device, seed, drafts
+
+    def add(self, case, draws) -> None:
+        _judge_case(case, draws, self.found, self.stats, self.eff, self.rng)
+
+    def verdict(self, cases, drawn, repro) -> TreeVerdict:
+        return _verdict(cases, drawn, self.found, self.stats, self.eff, spec=self.spec, device=self.device,
+                        seed=self.seed, repro=repro, drafts=self.drafts)
+
+
+def _verdict(cases, drawn, found, stats, eff, *, spec, device, seed, repro, drafts) -> TreeVerdict:
     checks = statistical_checks(found, stats, repro)
     checks += independence_check([(c, d) for c, d in zip(cases, drawn) if rows_alike(c, d)], found, judged)
     exact = {"contract": f"{found.ran['contract']} recipes: a pair of int64 [B, D+1] tensors, a real chain of "
