@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats.values import finite_1d, rounded, scipy_stats
+from equiv.stats.values import finite_1d, rounded, t_cdf, t_ppf, t_sf
 
 ACCEPT_LENGTH_MARGIN = 0.05
 EQUIVALENCE_ALPHA = 0.05
@@ -49,7 +49,6 @@ class EquivalenceResult:
 def equivalence_test(values, reference, margin: float = ACCEPT_LENGTH_MARGIN,
                      alpha: float = EQUIVALENCE_ALPHA) -> EquivalenceResult:
     """Paired two one-sided tests: is ``mean(values - reference)`` inside ``(-margin, margin)``?"""
-    stats = scipy_stats()
     x, y = finite_1d("values", values), finite_1d("reference", reference)
     if x.shape != y.shape:
         raise InvalidArgument(f"values and reference must pair up: {x.shape} vs {y.shape}")
@@ -66,10 +65,10 @@ def equivalence_test(values, reference, margin: float = ACCEPT_LENGTH_MARGIN,
         lo = hi = mean
         p = 0.0 if abs(mean) < margin else 1.0
     else:
-        t = float(stats.t.ppf(1 - alpha, n - 1))
+        t = t_ppf(1 - alpha, n - 1)
         lo, hi = mean - t * se, mean + t * se
-        p_low = float(stats.t.sf((mean + margin) / se, n - 1))      # H0: d <= -margin
-        p_high = float(stats.t.cdf((mean - margin) / se, n - 1))    # H0: d >= +margin
+        p_low = t_sf((mean + margin) / se, n - 1)      # H0: d <= -margin
+        p_high = t_cdf((mean - margin) / se, n - 1)    # H0: d >= +margin
         p = max(p_low, p_high)
     return EquivalenceResult(n, mean, lo, hi, 1 - 2 * alpha, margin, p,
                              bool(-margin < lo and hi < margin))

@@ -24,7 +24,7 @@ import numpy as np
 
 from equiv.errors import InvalidArgument
 from equiv.stats.labels import Labels
-from equiv.stats.values import finite_1d, rounded, scipy_stats
+from equiv.stats.values import chi2_sf, finite_1d, rounded
 
 SAMPLING_ALPHA = 0.001
 TVD_FLOOR = 0.01
@@ -76,11 +76,10 @@ class SamplingFitResult:
 
 
 def _pit_test(group: str, u, bins: int) -> tuple:
-    stats = scipy_stats()
     observed = np.bincount(np.minimum((u * bins).astype(np.int64), bins - 1), minlength=bins)
     expected = u.size / bins
     chi2 = float(((observed - expected) ** 2 / expected).sum())
-    p = float(stats.chi2.sf(chi2, bins - 1))
+    p = chi2_sf(chi2, bins - 1)
     tvd = float(0.5 * np.abs(observed / u.size - 1.0 / bins).sum())
     return group, int(u.size), bins, chi2, p, tvd
 
@@ -135,7 +134,6 @@ def pit(rank_probabilities, levels, ranks, rng):
 def cells_test(observed, expected):
     """Pearson's chi-square of counts against expected counts, the tail cells merged until each
     expects >= 5; ``(chi2, df, p, tvd)`` or None when fewer than two cells are left."""
-    stats = scipy_stats()
     obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
     for o, e in zip(observed[::-1], expected[::-1]):
         acc_o, acc_e = acc_o + o, acc_e + e
@@ -150,7 +148,7 @@ def cells_test(observed, expected):
         return None
     obs, exp = np.array(obs), np.array(exp)
     stat = float(((obs - exp) ** 2 / exp).sum())
-    return stat, len(obs) - 1, float(stats.chi2.sf(stat, len(obs) - 1)), float(0.5 * np.abs(obs - exp).sum() / obs.sum())
+    return stat, len(obs) - 1, chi2_sf(stat, len(obs) - 1), float(0.5 * np.abs(obs - exp).sum() / obs.sum())
 
 
 def bernstein_p(total: float, var: float, bound: float) -> float:

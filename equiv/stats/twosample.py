@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from equiv.errors import InvalidArgument
-from equiv.stats.values import scipy_stats
+from equiv.stats.values import chi2_sf
 
 TEXT_LAW_ALPHA = 0.001
 MIN_CELL = 5
@@ -65,8 +65,7 @@ def _homogeneity(x, y):
     table = np.stack([ca, cb]).astype(np.float64)
     expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
     chi2 = float(((table - expected) ** 2 / expected).sum())
-    stats = scipy_stats()
-    return float(stats.chi2.sf(chi2, len(ca) - 1))
+    return chi2_sf(chi2, len(ca) - 1)
 
 
 def text_law_test(a, b, prompts_a, prompts_b, positions: int, *, lengths_a=None, lengths_b=None,
