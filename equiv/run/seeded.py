@@ -125,7 +125,7 @@ def lay_out(t, name: str, layout: str) -> Guarded:
         wide[k:k + b].copy_(t)
         wide[:k].copy_(t[torch.arange(1, k + 1, device=t.device) % b])
         wide[k + b:].copy_(t[torch.arange(b - SLICED_AFTER, b, device=t.device) % b])
-        g.snapshot.copy_(g.buffer)
+        g.retake()
         g.tensor = wide[k:k + b]
         return g
     if layout == "sliced":
@@ -139,7 +139,7 @@ def rewrite(guard: Guarded, values, *, bump: bool = True, snapshot: bool = True)
     guard's new snapshot (``snapshot=False``: the values are those of the snapshot already)."""
     (guard.tensor if bump else guard.tensor.data).copy_(values)
     if snapshot:
-        guard.snapshot = guard.buffer.clone()
+        guard.retake()
 
 
 @dataclass(frozen=True)
