@@ -13,8 +13,10 @@ Plan
   kernel that reads from the storage's base instead of the tensor's first element reads
   canaries. It keeps the data 256-byte aligned, as a fresh allocation is, unless the input was
   built at a storage offset (a Recipe's ``offset``): that offset is kept, so a base that is not
-  16-byte aligned reaches the candidate as built. ``Guarded.problem()`` compares the whole buffer, bit for bit, with its
-  snapshot: ONE rule for "modified its input", used everywhere. A rewrite that keeps the value
+  16-byte aligned reaches the candidate as built. ``Guarded.problem()`` compares the whole
+  buffer, bit for bit, with its snapshot -- the input as built (the caller holds it and the
+  candidate never sees it) and the canaries, not a third copy of the input: ONE rule for
+  "modified its input", used everywhere. A rewrite that keeps the value
   (a NaN with another payload, +0 for -0) still fails: the logits buffer is shared with the
   engine's other readers, and a kernel that writes into it is a race whatever it writes. Changed
   elements are reported with their bit patterns in hex.
