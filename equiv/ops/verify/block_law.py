@@ -47,7 +47,9 @@ def exact_eligible(recipe) -> bool:
             and recipe.vocab ** (recipe.n + 1) <= space.EXACT_CELLS)
 
 
-def _sequences(case, draws, seed):
+def sequences(case, draws, seed):
+    """``(seq, level)`` of ``continued`` for the case's outputs (a generator of the case's own:
+    the same whenever and wherever it is computed), or None where its layout is broken."""
     if not draws.ok or not len(draws.outputs) or layout_problem(case.recipe, draws.outputs[:-1]):
         return None
     rng = np.random.default_rng([seed, _SALT, case.seed])
@@ -59,7 +61,7 @@ def block_tests(cases_draws, seed: int, alpha: float = BLOCK_ALPHA) -> list:
     """``[(case, test dict)]`` of the exact tables and the pair scores (module docstring)."""
     items = []
     for case, draws in cases_draws:
-        got = _sequences(case, draws, seed)
+        got = sequences(case, draws, seed)
         if got is not None:
             items.append((case,) + got)
     return sequence_tests(items, alpha)

@@ -61,7 +61,7 @@ from equiv.checks import Check
 from equiv.verdict import Case, FirstFailures, JudgeVerdict
 from equiv.ops.verify import lossless
 from equiv.ops.verify.beside import draw_and_judge
-from equiv.ops.verify.block_law import block_tests
+from equiv.ops.verify.block_law import sequence_tests, sequences
 from equiv.ops.verify.draws import run_draws
 from equiv.ops.verify.independence import eligible, independence_check
 from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
@@ -407,22 +407,34 @@ class _Judging:
         self.stats = {"acceptance": [], "u": [], "groups": [], "cells": [], "expected": [], "cases": [],
                       "tail": {}, "joint": {}, "efficiency": [], "scores": []}
         self.rng = np.random.default_rng([seed, _PIT_SALT])
+        self.blocks, self._pool = [], None       # each block-law case's continued rows, as they come
 
     def add(self, case, draws) -> None:
+        if self.law == "lossless" and case.statistical and case.recipe.drafts == "sampled":
+            # its rows continued for the block tests (block_law.sequences: a generator of the
+            # case's own) in one more thread, while this one judges the case and the next draws
+            self._pool = self._pool or ThreadPoolExecutor(1)
+            self.blocks.append((case, self._pool.submit(sequences, case, draws, self.seed)))
         _judge_case(case, draws, self.found, self.stats, self.rng)
 
     def verdict(self, cases, drawn, repro) -> Verdict:
+        try:
+            items = [(case,) + got for case, f in self.blocks if (got := f.result()) is not None]
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
         return _verdict(cases, drawn, self.found, self.stats, spec=self.spec, device=self.device,
-                        seed=self.seed, repro=repro, law=self.law)
+                        seed=self.seed, repro=repro, law=self.law, blocks=items if self.blocks else None)
 
 
-def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> Verdict:
-    # the block tests need only the outputs: computed in a thread beside the pooled tests (mostly
-    # NumPy, which lets go of the GIL), their findings added after them, in the same order as before
+def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law, blocks) -> Verdict:
+    # the block tests (on ``blocks``, the continued rows; None: no case for them) need only the
+    # outputs: run in a thread beside the pooled tests (mostly NumPy, which lets go of the GIL),
+    # their findings added after them, in the same order as before
     with ThreadPoolExecutor(1) as beside:
-        blocks = beside.submit(_block_tests, cases, drawn, seed, law)
+        tests = beside.submit(sequence_tests, blocks) if blocks is not None else None
         checks = _statistical_checks(found, stats, repro)
-        blocks = blocks.result()
+        tests = tests.result() if tests is not None else None
     ran_detail = {
         "contract": f"{found.ran['contract']} recipes: tensor int64 [B, n+1] on the device, -1 layout, "
                     f"inputs unchanged, same seed -> same output",
@@ -446,7 +458,7 @@ def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> V
         elif statistical and check not in ran_detail:
             out += [c for c in checks if c.name == check] or [
                 judged(check, False, "nothing checked: no call returned a usable output")]
-    out += _more_checks(cases, drawn, found, blocks)
+    out += _more_checks(cases, drawn, found, tests)
     calls = sum(len(d.outputs) for d in drawn)
     rows = sum(int(np.prod(d.outputs.shape[:2])) for d in drawn)
     notes = tuple(found.notes.values()) if not any(not c.passed for c in out) else ()
@@ -460,16 +472,9 @@ def _verdict(cases, drawn, found, stats, *, spec, device, seed, repro, law) -> V
                    tuple(stats["efficiency"]))
 
 
-def _block_tests(cases, drawn, seed: int, law: str) -> list | None:
-    """``block_law.block_tests`` of the statistical cases with drafts drawn per row, under the
-    lossless law; None where there are none."""
-    statistical = [(c, d) for c, d in zip(cases, drawn) if c.statistical and c.recipe.drafts == "sampled"]
-    return block_tests(statistical, seed) if statistical and law == "lossless" else None
-
-
 def _more_checks(cases, drawn, found: _Findings, tests: list | None) -> list:
     """``independence`` (independence.py) on the cases whose rows have identical inputs and
-    ``block_law`` (block_law.py: ``tests``, from ``_block_tests``) on the statistical ones: one
+    ``block_law`` (block_law.py: ``tests``, from ``sequence_tests``) on the statistical ones: one
     check each, present only where such cases ran (a recipe of the other kinds has nothing for
     them to judge)."""
     out = independence_check([(c, d) for c, d in zip(cases, drawn) if eligible(c, d)], found, judged)
