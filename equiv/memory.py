@@ -13,9 +13,11 @@ Plan
   the verdict process's tables and the suite's process beside it included, stays under 4 GiB
   (the chain verifier's statistics held 5.75 GB in one call of 382 rows at V = 262144 before).
 - *Rows per call.* A call's peak is about ``WORKING_COPIES`` times its inputs: the inputs as
-  built, the guard-band buffer they are copied into and its snapshot (``equiv.run.guard``: three
-  copies), and the candidate's own temporaries (a rejection sampler's ratios, residual and
-  cumulative sums over ``[B, n, V]``: about three more). ``rows_per_call(bytes_per_row, device)``
+  built and the guard-band buffer they are copied into (``equiv.run.guard``, whose snapshot is
+  the input as built since 9af9d24; the estimate still counts the third copy it used to make, so
+  the plans' calls, and the calibrations measured on them, stay as they were), and the
+  candidate's own temporaries (a rejection sampler's ratios, residual and cumulative sums over
+  ``[B, n, V]``: about three more). ``rows_per_call(bytes_per_row, device)``
   is the most rows one call may hold under the budget; ``row_windows(batch, cap)`` splits a
   call's rows into balanced windows ``(start, stop)``. An op whose calls can outgrow the budget
   (the chain verifier's) sends such a recipe in windows of rows from its calls module: the same
