@@ -55,16 +55,9 @@ class Labels:
     def shape(self):
         return self.codes.shape
 
-    @property
-    def size(self) -> int:
-        return int(self.codes.size)
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
     def present(self) -> list:
         """The names some token carries, sorted (as ``np.unique`` of the labels would give them)."""
-        used = np.unique(self.codes)
+        used = np.flatnonzero(np.bincount(self.codes.ravel(), minlength=len(self.names)))
         return sorted(self.names[i] for i in used.tolist())
 
     def mask(self, name):
@@ -77,6 +70,3 @@ class Labels:
     def per_token(self, values):
         """``values[i]`` is a value per name: the array of each token's value."""
         return np.asarray(values)[self.codes]
-
-    def __getitem__(self, index) -> "Labels":
-        return Labels(self.names, self.codes[index])
