@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from equiv.stats.fit import cells_test
-from equiv.stats.values import scipy_stats
+from equiv.stats.values import binom_test
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def swap_sign_test(label: str, same, crossed) -> SwapSignTest:
     if same.shape != crossed.shape or same.ndim != 1:
         raise ValueError(f"same {same.shape} and crossed {crossed.shape} must be equal [U] vectors")
     more, fewer = int((same > crossed).sum()), int((same < crossed).sum())
-    p = float(scipy_stats().binomtest(more, more + fewer, 0.5).pvalue) if more + fewer else 1.0
+    p = binom_test(more, more + fewer, 0.5) if more + fewer else 1.0
     units = max(int(same.size), 1)
     return SwapSignTest(label, int(same.size), more, fewer, float(same.sum()) / (2 * units),
                         float(crossed.sum()) / (2 * units), p)

@@ -18,7 +18,7 @@ from equiv.ops.verify.tail import level_repeats
 from equiv.reference import verify as ref
 from equiv.reference.verify import deterministic_output
 from equiv.stats import Labels, cells_test, pit
-from equiv.stats.values import scipy_stats
+from equiv.stats.values import binom_test
 
 ACCEPT_FLOOR = 0.01
 TVD_FLOOR = 0.01
@@ -221,7 +221,7 @@ def acceptance_family(records, alpha: float, floor: float = ACCEPT_FLOOR) -> lis
     level = alpha / max(len(records), 1)
     out = []
     for r in records:
-        p = float(scipy_stats().binomtest(r["successes"], r["trials"], r["alpha"]).pvalue)
+        p = binom_test(r["successes"], r["trials"], r["alpha"])
         rate = r["successes"] / r["trials"]
         out.append({**r, "rate": rate, "p_value": p, "level": level,
                     "failed": p < level and abs(rate - r["alpha"]) > floor})
