@@ -326,16 +326,10 @@ def _shape(rng, n_nodes, depth, fanout):
     return parents, depths
 
 
-@functools.lru_cache(maxsize=32)
-def make_trees(r: TreeRecipe) -> Trees:
-    if r.n_problems < r.batch:                       # row b copies problem b % problems
-        one = make_trees(r.with_(batch=r.n_problems, problems=0))
-        b = r.rows()
-        return Trees(one.parents[b], one.tokens[b], one.index[b], one.state[b], one.depth[b], one.max_depth)
-    m = r.model()
-    if r.eagle:
-        return _placed(_eagle_trees(r, m), r)
-    B, N, V = r.batch, r.nodes, r.vocab
+def _row_shapes(r: TreeRecipe) -> tuple:
+    """The shape of each row's tree as drafted (not ``eagle``), before ``holes`` places it:
+    ``parents`` and ``depth`` ``[B, N]``, absent nodes at the end (-2 and -1)."""
+    B, N = r.batch, r.nodes
     rng = np.random.default_rng([r.seed, _SALT_SHAPE])
     parents = np.full((B, N), -2, dtype=np.int64)
     depth = np.full((B, N), -1, dtype=np.int64)
@@ -348,6 +342,37 @@ def make_trees(r: TreeRecipe) -> Trees:
         p, d = shapes[key]
         parents[b, :len(p)] = p
         depth[b, :len(d)] = d
+    return parents, depth
+
+
+def extent(r: TreeRecipe) -> tuple:
+    """``(depth, fanout)``: the deepest node's depth and the most children of one node in the
+    recipe's trees (at least 1), what ``make_trees(r)`` would give. Without drafting tokens
+    where the shape does not depend on them (every tree but EAGLE-2's): the coverage record reads
+    this for cases this process never builds (the contract plan's, run by the property suite),
+    and their family models and draft orders took ~2 s of the tree gate's end on a GPU host."""
+    if r.n_problems < r.batch:                       # the rows copy the problems: the same extent
+        return extent(r.with_(batch=r.n_problems, problems=0))
+    if r.eagle:
+        t = make_trees(r)
+        return t.max_depth, max(int((t.children >= 0).sum(-1).max()), 1)
+    parents, depth = _row_shapes(r)
+    b, i = np.nonzero(parents >= 0)
+    kids = np.bincount(b * r.nodes + parents[b, i], minlength=1)
+    return int(depth.max()), max(int(kids.max()), 1)
+
+
+@functools.lru_cache(maxsize=32)
+def make_trees(r: TreeRecipe) -> Trees:
+    if r.n_problems < r.batch:                       # row b copies problem b % problems
+        one = make_trees(r.with_(batch=r.n_problems, problems=0))
+        b = r.rows()
+        return Trees(one.parents[b], one.tokens[b], one.index[b], one.state[b], one.depth[b], one.max_depth)
+    m = r.model()
+    if r.eagle:
+        return _placed(_eagle_trees(r, m), r)
+    B, N, V = r.batch, r.nodes, r.vocab
+    parents, depth = _row_shapes(r)
     trng = np.random.default_rng([r.seed, _SALT_TOKENS])
     tokens = np.full((B, N), V - 1, dtype=np.int64)
     tokens[:, 0] = trng.integers(0, V, B)

@@ -14,7 +14,7 @@ plan's cases, run by the property suite: contract, support, greedy), or not at a
 from __future__ import annotations
 
 from equiv.ops.verify import space as chain_space
-from equiv.ops.verify_tree.recipes import CONSTRUCTIONS, FAMILIES
+from equiv.ops.verify_tree.recipes import CONSTRUCTIONS, FAMILIES, extent
 from equiv.run.calling import SPLIT_FROM
 from equiv.verdict import judged, judged_lines
 
@@ -57,8 +57,7 @@ def classes(recipe) -> dict:
     """Every class ``recipe`` is in, per dimension (depth and fan-out: the deepest node and the
     widest node its trees reach, not the bounds the recipe allows)."""
     r = recipe
-    t = r.trees()
-    depth, fanout = t.max_depth, max(int((t.children >= 0).sum(-1).max()), 1)
+    depth, fanout = extent(r)
     shape = ["EAGLE-2 tree" if r.eagle else "full rows"]
     if r.holes and not r.eagle:
         shape = ["holes (absent anywhere)"]

@@ -136,3 +136,23 @@ def test_a_verifier_wrong_only_past_100000_at_depth_2_fails_the_eagle_slot():
         args = small.build()
         for f in (stale_mask, target_only):
             assert f(*args, torch.Generator().manual_seed(3))[1].shape[0] == 4
+
+
+def test_the_coverage_reads_each_trees_extent_without_drafting_it():
+    """``recipes.extent`` (what the coverage reads for cases this process never builds) gives
+    the deepest node and the widest node of ``make_trees`` over every case of the plans: the
+    contract plan's, the statistical and independence cases of several seeds, each construction,
+    ragged, holes, EAGLE-2 and copied problems among them."""
+    from equiv.ops.verify_tree.recipes import extent, make_trees
+    seen = set()
+    for drafts in ("topk", "iid", "wor"):
+        cases = contract_cases(drafts, 0)
+        for seed in range(2 if drafts == "topk" else 1):
+            cases += statistical_cases("quick", drafts, seed) + independence_cases(drafts, seed, "any")
+        for c in cases:
+            r = c.recipe
+            t = make_trees(r)
+            assert extent(r) == (t.max_depth, max(int((t.children >= 0).sum(-1).max()), 1)), r
+            seen.add((r.eagle, r.holes, r.ragged, r.n_problems < r.batch, t.max_depth == 0))
+    assert {s[0] for s in seen} == {0, 1} and {s[1] for s in seen} == {0, 1} and {s[2] for s in seen} == {0, 1}
+    assert any(s[3] for s in seen) and any(s[4] for s in seen)
