@@ -38,9 +38,12 @@ Plan
   change: the allocator hands out the same values either way. ``cap_process(device)``: the
   command's own process (the verdict process: its references, the built-in paths it calls in
   process, the MTP stage's model) may hold at most the budget less ``OTHERS_BYTES`` (the
-  property suite's process, ~0.9 GiB on an H100, and a worker's CUDA context)
+  property suite's process, 0.6-1.2 GiB on an H100, and a worker's CUDA context) and less its
+  own CUDA context (``CONTEXT_BYTES``: ~0.65 GiB on an H100 with torch 2.11, what nvidia-smi
+  shows of the process beyond the allocator's reserve, which the cap does not count)
   (``torch.cuda.set_per_process_memory_fraction``: the allocator empties its cache before it
-  passes that). Only where equiv owns the process (``own_process()``, called by the command's
+  passes that). Without the context's share the tree gate's processes held 8.20-8.36 GiB at
+  their peak (one H100, f367e5f; the verdict process 7.14 GiB under a 6.5 GiB cap). Only where equiv owns the process (``own_process()``, called by the command's
   entry): a gate run inside a user's pytest leaves their process's allocator alone. Measured on
   one H100 (quick gates, every process at its peak by nvidia-smi): draft 21.1 / chain 24.1 /
   tree 17.1 GiB with neither measure, 10.2 / 7.4 / 9.8 GiB with the first two (the verdict
@@ -78,6 +81,7 @@ ALLOC_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 ALLOC_CONF = "expandable_segments:True"
 TRIM_BYTES = 1 * GiB                 # reserved memory over which a process empties its cache (docstring)
 OTHERS_BYTES = 3 * GiB // 2          # the budget's share of a gate's other processes (docstring)
+CONTEXT_BYTES = 3 * GiB // 4         # this process's own CUDA context, which its allocator's cap does not count
 _OWN = [False]
 _CAPPED = [False]
 
@@ -178,7 +182,8 @@ def own_process() -> None:
 
 
 def cap_process(device) -> None:
-    """Cap this process's CUDA allocator at the budget less ``OTHERS_BYTES`` (module docstring):
+    """Cap this process's CUDA allocator at the budget less ``OTHERS_BYTES`` and its own
+    context's ``CONTEXT_BYTES`` (module docstring):
     on a CUDA device, in a process equiv owns, else nothing."""
     if not _OWN[0] or not str(device).startswith("cuda"):
         return
@@ -188,7 +193,7 @@ def cap_process(device) -> None:
     dev = torch.device(device)
     index = dev.index if dev.index is not None else torch.cuda.current_device()
     total = torch.cuda.get_device_properties(index).total_memory
-    share = max(budget() - OTHERS_BYTES, GiB)
+    share = max(budget() - OTHERS_BYTES - CONTEXT_BYTES, GiB)
     torch.cuda.set_per_process_memory_fraction(min(1.0, share / total), index)
     _CAPPED[0] = True
 

@@ -168,7 +168,7 @@ def test_the_command_owns_its_process_but_an_in_process_call_does_not():
     assert lines == ["False None", "True expandable_segments:True"]
 
 
-def test_the_owned_process_is_capped_at_the_budget_less_the_others(monkeypatch):
+def test_the_owned_process_is_capped_at_the_budget_less_the_others_and_its_context(monkeypatch):
     import torch
     calls = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -186,7 +186,7 @@ def test_the_owned_process_is_capped_at_the_budget_less_the_others(monkeypatch):
     memory.use_budget(16 * 2 ** 30)
     memory.cap_process("cuda:0")
     memory.use_budget(None)
-    assert calls == [(round(6.5 / 80, 6), 0), (round(14.5 / 80, 6), 0)]
+    assert calls == [(round(5.75 / 80, 6), 0), (round(13.75 / 80, 6), 0)]   # 8 and 16 GiB less 1.5 and 0.75
     assert memory._CAPPED == [True]
 
 
