@@ -156,3 +156,26 @@ def test_the_coverage_reads_each_trees_extent_without_drafting_it():
             seen.add((r.eagle, r.holes, r.ragged, r.n_problems < r.batch, t.max_depth == 0))
     assert {s[0] for s in seen} == {0, 1} and {s[1] for s in seen} == {0, 1} and {s[2] for s in seen} == {0, 1}
     assert any(s[3] for s in seen) and any(s[4] for s in seen)
+
+
+def test_the_drafted_top_children_are_the_draft_orders_first_columns():
+    """``TreeModel.draft_top(m)`` (what drafting reads) is ``draft_order[:, :m]`` (decreasing
+    probability, ties by lowest index) for every family, ties and zeros included, at m below,
+    at and past the partial sort's reach and past V; asked smaller after larger, it cuts."""
+    from equiv.ops.verify_tree.recipes import FAMILIES, TreeModel, tree_model
+    for family in FAMILIES:
+        for vocab in (2, 7, 33, 1039, 20000):
+            m = tree_model(family, 5, vocab)
+            want = np.argsort(-m.draft, axis=1, kind="stable")
+            for k in (1, 2, 3, 5, 16, vocab + 3, 4):
+                got = m.draft_top(k)
+                assert got.shape == (want.shape[0], min(k, vocab))
+                assert (got == want[:, :min(k, vocab)]).all(), (family, vocab, k)
+    rng = np.random.default_rng(0)                 # laws of few distinct values: ties everywhere
+    for vocab in (50, 3000):
+        law = rng.choice([0.0, 1.0, 2.0, 3.0], size=(16, vocab), p=[0.5, 0.3, 0.15, 0.05])
+        law /= law.sum(1, keepdims=True)
+        m = TreeModel("flat", 0, vocab, law, law, law.astype(np.float32), law.astype(np.float32))
+        want = np.argsort(-law, axis=1, kind="stable")
+        for k in (1, 7, 12, 40, 700):
+            assert (m.draft_top(k) == want[:, :min(k, vocab)]).all(), (vocab, k)
