@@ -43,8 +43,9 @@ Plan
   shows of the process beyond the allocator's reserve, which the cap does not count)
   (``torch.cuda.set_per_process_memory_fraction``: the allocator empties its cache before it
   passes that). Without the context's share the tree gate's processes held 8.20-8.36 GiB at
-  their peak (one H100, f367e5f; the verdict process 7.14 GiB under a 6.5 GiB cap). Only where equiv owns the process (``own_process()``, called by the command's
-  entry): a gate run inside a user's pytest leaves their process's allocator alone. Measured on
+  their peak (one H100, f367e5f; the verdict process 7.14 GiB under a 6.5 GiB cap). Only where
+  equiv owns the process (``own_process()``, called by the command's entry): a gate run inside
+  a user's pytest leaves their process's allocator alone. Measured on
   one H100 (quick gates, every process at its peak by nvidia-smi): draft 21.1 / chain 24.1 /
   tree 17.1 GiB with neither measure, 10.2 / 7.4 / 9.8 GiB with the first two (the verdict
   process alone held 10.4 and 9.1 GiB with 4.6 and 4.4 GiB ever allocated).

@@ -185,10 +185,10 @@ class TreeModel:
         kept = self.__dict__.get("_draft_top")
         if kept is not None and kept.shape[1] >= m:
             return kept[:, :m]
-        p = self.draft
         if "draft_order" in self.__dict__ or 4 * m >= self.vocab:
             top = self.draft_order[:, :m]
         else:
+            p = self.draft
             cut = -np.partition(-p, m - 1, axis=1)[:, m - 1:m]            # [BANK, 1]: the m-th largest
             above = p > cut
             tie = p == cut
