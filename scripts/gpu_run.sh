@@ -20,7 +20,8 @@
 #   profile:   where a quick gate's time goes: the import time of the CLI, then one gate each
 #              (identity_top1, a user's torch file, fused_triton) with every process of it
 #              profiled (scripts/profile/sitecustomize.py), read by scripts/profile/report.py;
-#              PROFILE_GATES picks others (names: identity user fused softmax verify tree)
+#              PROFILE_GATES picks others (names: identity user fused softmax verify tree);
+#              KEEP_PROF=1 keeps each process's .prof beside the report
 # Logs and JSON go to OUTDIR (on the device machine: $OUT); a table of wall times is printed last.
 set -uo pipefail
 mode="${1:?usage: scripts/gpu_run.sh suite|timed|verdicts|reach|calibrate|profile|tune OUTDIR}"
@@ -147,7 +148,7 @@ profile)
         step "prof_$name" 150 env EQUIV_PROF_DIR="$out/prof_$name" PYTHONPATH="$repo/scripts/profile" \
              python3 -m equiv gate --candidate "$@" --device cuda --json "$out/prof_$name/gate.json"
         python3 "$repo/scripts/profile/report.py" "$out/prof_$name" --top 45 >"$out/prof_$name.txt" 2>&1
-        rm -f "$out/prof_$name"/*.prof
+        [[ -n "${KEEP_PROF:-}" ]] || rm -f "$out/prof_$name"/*.prof
     done
     cd "$repo"
     ;;

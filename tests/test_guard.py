@@ -79,3 +79,36 @@ def test_retaken_and_rewritten_snapshots():
     rewrite(g, t, snapshot=False)                        # the laid-out values again, bit for bit
     assert g.problem("now") is None
     assert np.array_equal(g.snapshot.numpy(), Guarded(t, "y").snapshot.numpy())
+
+
+def _devices():
+    return ["cpu"] + [pytest.param("cuda", marks=pytest.mark.equiv_gpu)]
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["as built", "padded", "sliced"])
+def test_one_read_of_every_guard_sees_each_write(device, dtype, layout):
+    """``first_problem``: every guard of a call read at once (one synchronisation on a GPU), the
+    same answer as asking each guard in turn; ``unchanged_flag`` is False exactly where
+    ``problem`` has a line, a retaken snapshot too."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from equiv.run.guard import first_problem
+    t = _input(dtype, (5, 37)).to(device)
+    guards = [lay_out(t, "x", layout), None, Guarded(_input(dtype, (3, 8), seed=1).to(device), "y")]
+    assert first_problem(guards, "now") is None
+    assert all(bool(g.unchanged_flag()) for g in guards if g is not None)
+    retaken = Guarded(t, "z")
+    rewrite(retaken, t.flip(0))
+    assert bool(retaken.unchanged_flag()) and first_problem([retaken], "now") is None
+    for pos in (0, guards[0].lead + 3, guards[0].buffer.numel() - 1):
+        for victim in (0, 2):
+            gs = [lay_out(t, "x", layout), None, Guarded(_input(dtype, (3, 8), seed=1).to(device), "y")]
+            _flip(gs[victim].buffer, min(pos, gs[victim].buffer.numel() - 1))
+            assert not bool(gs[victim].unchanged_flag())
+            line = first_problem(gs, "during the call")
+            assert line is not None and line == gs[victim].problem("during the call")
+            assert f"input {'x' if victim == 0 else 'y'}" in line
+    _flip(retaken.buffer, 1)
+    assert not bool(retaken.unchanged_flag()) and "input z" in first_problem([retaken], "now")

@@ -14,7 +14,8 @@ Plan
   canaries. It keeps the data 256-byte aligned, as a fresh allocation is, unless the input was
   built at a storage offset (a Recipe's ``offset``): that offset is kept, so a base that is not
   16-byte aligned reaches the candidate as built. ``Guarded.problem()`` compares the whole
-  buffer, bit for bit, with its snapshot -- the input as built (the caller holds it and the
+  buffer, bit for bit, with its snapshot (``first_problem``: every guard of a call, one
+  synchronisation on a GPU) -- the input as built (the caller holds it and the
   candidate never sees it) and the canaries, not a third copy of the input: ONE rule for
   "modified its input", used everywhere. A rewrite that keeps the value
   (a NaN with another payload, +0 for -0) still fails: the logits buffer is shared with the
@@ -98,17 +99,32 @@ class Guarded:
         """The buffer as it is now is the snapshot (after the caller wrote other values into it)."""
         self._snapshot, self._built = self.buffer.clone(), None
 
+    def _bands(self) -> list:
+        end = self.lead + self.rows * self.stride
+        bands = [self.buffer[:self.lead], self.buffer[end:]]
+        if self.stride > self.last:
+            bands.append(self.buffer[self.lead:end].view(self.rows, self.stride)[:, self.last:])
+        return bands
+
+    def _want(self):
+        return _bits(torch.full((1,), self._canary, dtype=self.buffer.dtype, device=self.buffer.device))
+
     def _unchanged(self) -> bool:
         if self._built is None:
             return torch.equal(_bits(self.buffer), _bits(self._snapshot))
         if not torch.equal(_bits(self._rows), _bits(self._built)):
             return False
-        end = self.lead + self.rows * self.stride
-        bands = [self.buffer[:self.lead], self.buffer[end:]]
-        if self.stride > self.last:
-            bands.append(self.buffer[self.lead:end].view(self.rows, self.stride)[:, self.last:])
-        want = _bits(torch.full((1,), self._canary, dtype=self.buffer.dtype, device=self.buffer.device))
-        return bool(torch.stack([(_bits(b) == want).all() for b in bands]).all())
+        want = self._want()
+        return bool(torch.stack([(_bits(b) == want).all() for b in self._bands()]).all())
+
+    def unchanged_flag(self):
+        """``_unchanged`` as a 0-dim bool tensor on the buffer's device, read by nobody yet: no
+        synchronisation (``first_problem`` reads every guard's flag of a call at once)."""
+        if self._built is None:
+            return (_bits(self.buffer) == _bits(self._snapshot)).all()
+        want = self._want()
+        return torch.stack([(_bits(self._rows) == _bits(self._built)).all()]
+                           + [(_bits(b) == want).all() for b in self._bands()]).all()
 
     def problem(self, when: str) -> str | None:
         """None if the buffer is bit-identical to its snapshot, else what changed and where."""
@@ -147,6 +163,20 @@ class Guarded:
         bits = int(_bits(item).cpu().item()) & ((1 << (8 * item.element_size())) - 1)
         width = 2 * item.element_size()
         return f"0x{bits:0{width}x} ({item.float().item() if item.dtype.is_floating_point else item.item()})"
+
+
+def first_problem(guards, when: str) -> str | None:
+    """The first of ``guards``' problems (``Guarded.problem(when)``; None entries skipped), or
+    None. On a GPU every guard's compare is queued first and read with one synchronisation (one
+    per call, not two per input: ~4200 a chain gate); the lines are made only where one changed."""
+    live = [g for g in guards if g is not None]
+    if not live:
+        return None
+    devices = {g.buffer.device for g in live}
+    if len(devices) == 1 and next(iter(devices)).type == "cuda":
+        if bool(torch.stack([g.unchanged_flag() for g in live]).all()):
+            return None
+    return next((p for p in (g.problem(when) for g in live) if p), None)
 
 
 def build_inputs(inputs, device) -> list:

@@ -32,7 +32,7 @@ import torch
 
 from equiv.memory import trim
 from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
-from equiv.run.guard import Guarded, build_inputs
+from equiv.run.guard import Guarded, build_inputs, first_problem
 from equiv.run.inputs import Seeded
 from equiv.run.outcome import Array, CallOutcome, Opaque, Pending, failed, noted
 from equiv.run.seeded import call_in
@@ -115,7 +115,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
             args += [_generator(a, device) if isinstance(a, Seeded) else a for a in extra]
     except NotJudged as exc:
         return _not_judged(exc, t0)
-    late = next((p for p in (g.problem("after returning from an earlier call") for g in state.live) if p), None)
+    late = first_problem(state.live, "after returning from an earlier call")
     if on_start is not None:
         on_start()
     try:
@@ -133,7 +133,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
         return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
                                    f"end or interrupt the run)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
-    problem = next((p for p in (g.problem("during the call") for g in guards if g is not None) if p), None)
+    problem = first_problem(guards, "during the call")
     try:
         _sync(device)
     except Exception as exc:
@@ -141,8 +141,7 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
         return failed("raised", f"raised {_first_line(exc)} when the device synchronized after the call "
                                 f"(an asynchronous kernel fault)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
-    problem = problem or next((p for p in (g.problem("after the device synchronized") for g in guards
-                                           if g is not None) if p), None)
+    problem = problem or first_problem(guards, "after the device synchronized")
     kind = "input"
     if problem is None and (overwritten := _outputs_overwritten(state)) is not None:
         problem, kind = overwritten, "outputs"
@@ -173,8 +172,7 @@ def settle(state: CallState, wait: float = SETTLE_S) -> str | None:
     if not state.live and not state.prev_outputs:
         return None
     time.sleep(wait)
-    problem = next((p for p in (g.problem("after returning (seen at the end of the stage)")
-                                for g in state.live) if p), None)
+    problem = first_problem(state.live, "after returning (seen at the end of the stage)")
     problem = problem or _outputs_overwritten(state)
     state.live, state.prev_outputs = [], []
     return problem

@@ -30,7 +30,7 @@ import torch
 from equiv.run.calling import LAYOUTS, OFFSET, PAD_TO, SLICED_AFTER, SLICED_BEFORE, OTHER_SEED, Calling
 from equiv.errors import InvalidArgument
 from equiv.run.context import CONTEXTS
-from equiv.run.guard import Guarded
+from equiv.run.guard import Guarded, first_problem
 
 __all__ = ["InputWritten", "Relabel", "Rotating", "call_in", "exception_line", "lay_out", "rewrite", "run_calls",
            "seeded_calls"]
@@ -247,8 +247,7 @@ def run_calls(fn, built, names, seeds, output_problem, calling: Calling | None =
         problem = output_problem(out)
         if problem:
             return None, f"{problem} [{what}]", "output type"
-        written = next((p for p in (g.problem("during the call") for g in guards if g is not None) if p),
-                       None) if check else None
+        written = first_problem(guards, "during the call") if check else None
         if written:
             return None, f"{written} [{what}]", "input write"
         if not calling.reread:

@@ -19,12 +19,20 @@ if _DIR:
     _PROF = cProfile.Profile()
     _DONE = []
 
+    _SAMPLER = None
+    if os.environ.get("EQUIV_SAMPLE_MS"):        # every thread, wall clock (sampler.py)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from sampler import Sampler
+        _SAMPLER = Sampler(_DIR, float(os.environ["EQUIV_SAMPLE_MS"]))
+
     def _dump():
         if _DONE:
             return
         _DONE.append(1)
         _PROF.disable()
         pid = os.getpid()
+        if _SAMPLER is not None:
+            _SAMPLER.dump(pid)
         _PROF.dump_stats(os.path.join(_DIR, f"{pid}.prof"))
         with open(os.path.join(_DIR, "timeline.jsonl"), "a") as f:
             f.write(json.dumps({"pid": pid, "ppid": os.getppid(), "argv": sys.argv[:6],
