@@ -62,6 +62,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from equiv import disk_cache
 from equiv.recipe_text import RecipeText, choice, integer, real
 
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
@@ -75,6 +76,8 @@ _DRAFT_SALT = 7919
 TINY_Q = 2.0 ** -32              # under float16's smallest subnormal (2**-24): it flushes to 0
 TINY_RATIO = 0.3                 # p = 0.3 q at the tiny draft token: acceptance 0.3
 _PAD_FILL = 1.0                  # garbage in the padding: a probability that would win if read
+# the disk cache of the problems (equiv.disk_cache): what makes them and the text of their key
+CACHE_TAG, CACHE_SOURCES = "verify", ("equiv.ops.verify.recipes", "equiv.recipe_text")
 
 
 @dataclass(frozen=True)
@@ -274,10 +277,26 @@ def problem_cache(maxsize: int):
 
 @functools.lru_cache(maxsize=32)            # a plan has 25 recipes: 8 would thrash
 def _problems(r: VerifyRecipe) -> Problems:
-    made = [_one_problem(r, i) for i in range(r.batch)]
-    draft = None if made[0][1] is None else np.stack([m[1] for m in made])
-    return Problems(np.stack([m[0] for m in made]), draft, np.stack([m[2] for m in made]),
-                    np.stack([m[3] for m in made]))
+    """The problems of ``r`` (a ``problem_key``), from the disk cache (``equiv.disk_cache``:
+    ~3 s of NumPy a plan, in the gate's process and again in its property suite's) or made."""
+    def make():
+        made = [_one_problem(r, i) for i in range(r.batch)]
+        out = {"target": np.stack([m[0] for m in made]), "tokens": np.stack([m[2] for m in made]),
+               "proposal": np.stack([m[3] for m in made])}
+        return out if made[0][1] is None else {**out, "draft": np.stack([m[1] for m in made])}
+
+    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, str(r), make, lambda got: _fits(r, got))
+    return Problems(got["target"], got.get("draft"), got["tokens"], got["proposal"])
+
+
+def _fits(r: VerifyRecipe, got: dict) -> bool:
+    """``got`` (read from the cache) has the arrays, shapes and dtypes ``_problems`` makes for ``r``."""
+    want = {"target": ((r.batch, r.n + 1, r.vocab), np.float32), "tokens": ((r.batch, r.n), np.int64),
+            "proposal": ((r.batch, r.n, r.vocab), np.float32)}
+    if r.draft != "onehot":
+        want["draft"] = ((r.batch, r.n, r.vocab), np.float32)
+    return set(got) == set(want) and all(got[k].shape == shape and got[k].dtype == dtype
+                                         for k, (shape, dtype) in want.items())
 
 
 def cdf_draw(cdf: np.ndarray, u) -> np.ndarray:

@@ -73,6 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv import disk_cache
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.errors import InvalidArgument
 from equiv.recipe_text import RecipeText, choice, integer
@@ -82,6 +83,8 @@ CONSTRUCTIONS = ("topk", "iid", "wor")
 # Families that break the input contract on purpose (module docstring), family -> why: none.
 OUTSIDE_CONTRACT: dict = {}
 BANK = 16
+# the disk cache of the banks (equiv.disk_cache): what draws them and the family's names
+CACHE_TAG, CACHE_SOURCES = "verify_tree", ("equiv.ops.verify_tree.recipes",)
 _P = 2 ** 31 - 1
 _M = 1000003
 _MIX = 2654435761
@@ -258,6 +261,28 @@ def _sparse(rng, K, V):
 
 @functools.lru_cache(maxsize=24)           # a calibration cycles 3 seeds x 6 families
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
+    """The bank of ``(family, seed, vocab)``: its float32 laws from the disk cache
+    (``equiv.disk_cache``: 1-2 s of NumPy a plan, in the gate's process and again in its
+    property suite's) or drawn (``_bank_laws``); the exact laws are the float32 inputs,
+    normalised in float64 (what a verifier is given)."""
+    def make():
+        target, draft = _bank_laws(family, seed, vocab)
+        return {"target32": target.astype(np.float32), "draft32": draft.astype(np.float32)}
+
+    def fits(got):
+        return set(got) == {"target32", "draft32"} and all(
+            a.shape == (BANK, vocab) and a.dtype == np.float32 for a in got.values())
+
+    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, f"{family} seed={seed} vocab={vocab}", make, fits)
+    target32, draft32 = got["target32"], got["draft32"]
+    t64 = target32.astype(np.float64)
+    d64 = draft32.astype(np.float64)
+    return TreeModel(family, seed, vocab, t64 / t64.sum(1, keepdims=True), d64 / d64.sum(1, keepdims=True),
+                     target32, draft32)
+
+
+def _bank_laws(family: str, seed: int, vocab: int):
+    """``BANK`` target and draft laws of the family (float64, module docstring)."""
     rng = np.random.default_rng([seed, _SALT_BANK, FAMILIES.index(family)])
     K, V = BANK, vocab
     if family == "flat":
@@ -283,13 +308,7 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
             hot = np.zeros((K, V))
             hot[np.arange(K), target.argmax(1)] = 1.0
             target = hot
-    target32 = target.astype(np.float32)
-    draft32 = draft.astype(np.float32)
-    # the exact laws are the float32 inputs, normalised in float64 (what a verifier is given)
-    t64 = target32.astype(np.float64)
-    d64 = draft32.astype(np.float64)
-    return TreeModel(family, seed, V, t64 / t64.sum(1, keepdims=True), d64 / d64.sum(1, keepdims=True),
-                     target32, draft32)
+    return target, draft
 
 
 @dataclass(frozen=True)

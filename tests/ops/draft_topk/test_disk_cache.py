@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from equiv import disk_cache as shared
 from equiv import reference
 from equiv.ops.draft_topk import disk_cache, recipes
 from equiv.ops.draft_topk.coverage import Shape, TolerancePlan, judged_rows
@@ -120,7 +121,7 @@ def test_off_writes_nothing_and_an_unwritable_folder_changes_nothing(cache, monk
     assert torch.equal(host(r), _host_values(r))
     monkeypatch.delenv("EQUIV_CACHE_DIR")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    monkeypatch.setattr(disk_cache.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
+    monkeypatch.setattr(shared.Path, "home", lambda: (_ for _ in ()).throw(RuntimeError("no home")))
     recipes._LAST.clear()
     assert torch.equal(host(r), _host_values(r))  # no folder can be named: no cache
 
@@ -147,8 +148,8 @@ def test_a_source_change_gives_another_folder(cache, monkeypatch, tmp_path):
     class Module:
         __file__ = str(fake)
 
-    real = disk_cache.importlib.import_module
-    monkeypatch.setattr(disk_cache.importlib, "import_module",
+    real = shared.importlib.import_module
+    monkeypatch.setattr(shared.importlib, "import_module",
                         lambda name: Module if name == disk_cache.SOURCES[-1] else real(name))
-    monkeypatch.setattr(disk_cache, "_folder", None)
+    monkeypatch.setattr(shared, "_folders", {})
     assert disk_cache.folder() != before

@@ -1,0 +1,104 @@
+"""The verifiers' candidate-independent laws kept on disk (equiv.disk_cache): the chain's problems
+(``recipes._problems``) and the tree's banks (``verify_tree.recipes.tree_model``).
+
+Plan: what is read back is the very bits made, for every family and draft kind; a warm read
+makes nothing; a torn file, a file of another shape or with an array missing is made again,
+never trusted; ``EQUIV_CACHE=0`` writes nothing; each op keeps its own folder.
+"""
+import numpy as np
+import pytest
+
+from equiv.ops.verify import recipes as chain
+from equiv.ops.verify.recipes import DRAFTS, FAMILIES, VerifyRecipe
+from equiv.ops.verify_tree import recipes as tree
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EQUIV_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("EQUIV_CACHE", "1")
+    chain._problems.cache_clear()
+    tree.tree_model.cache_clear()
+    yield tmp_path / "c"
+    chain._problems.cache_clear()
+    tree.tree_model.cache_clear()
+
+
+def _files(root):
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def _chain(r):
+    chain._problems.cache_clear()
+    return r.make_problems()
+
+
+def _same(a, b):
+    for field in ("target", "draft", "tokens", "proposal"):
+        x, y = getattr(a, field), getattr(b, field)
+        assert (x is None) == (y is None), field
+        if x is not None:
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x.view(np.uint8), y.view(np.uint8)), field
+
+
+def test_chain_problems_read_back_are_the_bits_made(cache, monkeypatch):
+    for family in FAMILIES:
+        for draft in DRAFTS:
+            r = VerifyRecipe(family=family, seed=4, batch=3, n=2, vocab=37, problems=3, draft=draft)
+            with monkeypatch.context() as m:
+                m.setenv("EQUIV_CACHE", "0")
+                fresh = _chain(r)
+            made = _chain(r)
+            with monkeypatch.context() as m:     # warm: nothing made
+                m.setattr(chain, "_one_problem", lambda *a: pytest.fail(f"made {r} again"))
+                read = _chain(r)
+            _same(fresh, made)
+            _same(fresh, read)
+    assert all(p.parent.name.startswith("verify-") for p in _files(cache))
+
+
+def test_chain_a_torn_or_foreign_file_is_made_again(cache):
+    r = VerifyRecipe(family="realistic", seed=1, batch=2, n=3, vocab=50, problems=2)
+    want = _chain(r)
+    (path,) = _files(cache)
+    path.write_bytes(path.read_bytes()[:200])    # torn
+    _same(_chain(r), want)
+    other = VerifyRecipe(family="realistic", seed=1, batch=2, n=3, vocab=51, problems=2)
+    _chain(other)
+    (b,) = [p for p in _files(cache) if p != path]
+    path.write_bytes(b.read_bytes())             # another shape under the recipe's name
+    _same(_chain(r), want)
+    np.savez(path, target=want.target, tokens=want.tokens)   # arrays missing
+    _same(_chain(r), want)
+
+
+def test_tree_banks_read_back_are_the_bits_made(cache, monkeypatch):
+    for family in tree.FAMILIES:
+        tree.tree_model.cache_clear()
+        with monkeypatch.context() as m:
+            m.setenv("EQUIV_CACHE", "0")
+            fresh = tree.tree_model(family, 2, 29)
+        tree.tree_model.cache_clear()
+        tree.tree_model(family, 2, 29)
+        tree.tree_model.cache_clear()
+        with monkeypatch.context() as m:
+            m.setattr(tree, "_bank_laws", lambda *a: pytest.fail(f"drew {family} again"))
+            read = tree.tree_model(family, 2, 29)
+        for field in ("target", "draft", "target32", "draft32"):
+            assert np.array_equal(getattr(fresh, field), getattr(read, field)), (family, field)
+    assert all(p.parent.name.startswith("verify_tree-") for p in _files(cache))
+
+
+def test_tree_a_file_of_another_shape_is_made_again_and_off_writes_nothing(cache, monkeypatch):
+    want = tree.tree_model("realistic", 1, 40)
+    (path,) = _files(cache)
+    tree.tree_model.cache_clear()
+    np.savez(path, target32=want.target32[:, :20], draft32=want.draft32[:, :20])
+    assert np.array_equal(tree.tree_model("realistic", 1, 40).target, want.target)
+    monkeypatch.setenv("EQUIV_CACHE", "0")
+    tree.tree_model.cache_clear()
+    chain._problems.cache_clear()
+    before = _files(cache)
+    tree.tree_model("flat", 3, 40)
+    VerifyRecipe(seed=9, batch=2, n=1, vocab=30).make_problems()
+    assert _files(cache) == before
