@@ -52,7 +52,9 @@ the token law's (lossless.py); their groups are (family, position), and for the 
 """
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +66,7 @@ from equiv.ops.verify.beside import draw_and_judge
 from equiv.ops.verify.block_law import sequence_tests, sequences
 from equiv.ops.verify.draws import run_draws
 from equiv.ops.verify.independence import eligible, independence_check
-from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _stops,
+from equiv.ops.verify.laws import (_PIT_SALT, ACCEPT_FLOOR, PIT_BINS, TVD_FLOOR, _Law, _law, _pit_table, _stops,
                                    acceptance_counts, acceptance_family, greedy_problem, layout_problem,
                                    pit_values, rank_fit, row_alpha, support_problem)
 from equiv.ops.verify.lossless import LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
@@ -196,7 +198,7 @@ def _judge_case(case, draws, found: _Findings, stats: dict, rng) -> None:
     token_layout = None if token_law else layout_problem(recipe, outs)
     if token_layout:                             # a text the token law reads otherwise (lossless.text_stops)
         found.note("-1 layout", case, token_layout, LAYOUT_WHO)
-    law = _law(recipe, with_drawn=case.statistical and token_law) if recipe.drafts == "fixed" else None
+    law = _law(recipe, case.statistical and token_law) if recipe.drafts == "fixed" else None
     rows = outs.shape[0] * outs.shape[1]
     found.ran["support"] += rows
     bad = None if token_layout else support_problem(recipe, outs, law)   # the token law's reading
@@ -381,9 +383,47 @@ def run_judge(candidate, cases, *, device: str, spec: str | None = None, seed: i
     line of the case that the failing test's group points to, exact when there is one case)."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
     judging = _Judging(spec, device, seed, law)
-    drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
-                                                         timeout=timeout), judging.add, progress)
-    return judging.verdict(cases, drawn, repro)
+    with tables_ahead(cases, judging.law):
+        drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
+                                                             timeout=timeout), judging.add, progress)
+        return judging.verdict(cases, drawn, repro)
+
+
+def _tables(case, law: str) -> list:
+    """What judging ``case`` under ``law`` reads of its recipe's exact law, as calls that make
+    it (each cached per problem set: ``recipes.problem_cache``)."""
+    r = case.recipe
+    if not case.statistical:
+        return []
+    if law == "lossless":
+        return [] if r.drafts != "sampled" else [lambda: lossless.target_table(r), lambda: lossless.score_table(r),
+                                                 lambda: _law(r, False)]
+    return [lambda: _law(r, True), lambda: _pit_table(r)] if r.drafts == "fixed" else []
+
+
+@contextmanager
+def tables_ahead(cases, law: str):
+    """The statistical cases' tables (``_tables``: sorts and scores over the vocabulary, most of
+    the judge's host time; they do not depend on the candidate) made in other threads, in the
+    order the judge reads them, while the candidate is called and the first cases judged: the
+    judge then finds them made (or waits for the one being made). NumPy lets go of the GIL in
+    them; on a host of two cores one thread, else up to three."""
+    jobs = [job for case in cases for job in _tables(case, law)]
+    if not jobs:
+        yield
+        return
+    pool = ThreadPoolExecutor(max(1, min(3, _cores() - 1)), thread_name_prefix="equiv-tables")
+    futures = [pool.submit(job) for job in jobs]
+    try:
+        yield
+    finally:
+        for f in futures:
+            f.cancel()                           # after an exception the rest is not needed
+        pool.shutdown(wait=True)                 # a table that could not be made: the judge met it too
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: str | None = None,

@@ -74,7 +74,7 @@ SUFFIX_SCORES = ("side", "children")            # tested on positions m.. (modul
 SCORE_FLOOR = 0.002
 
 
-@problem_cache(maxsize=16)
+@problem_cache(maxsize=32)            # a GPU plan has ~17 distinct problem sets
 def target_table(recipe):
     """Each ``p_{i,j}`` (level ``i (n+1) + j``) normalised and sorted by decreasing probability,
     each token's rank, each rank cell's mass, and the CDF in vocabulary order (continuations)."""
@@ -85,7 +85,7 @@ def target_table(recipe):
     return sorted_laws, rank_of, cell_mass, np.cumsum(laws, axis=1)
 
 
-@problem_cache(maxsize=16)
+@problem_cache(maxsize=32)
 def score_table(recipe):
     """``(scores [3, L, V] float32, mean [3, L], var [3, L], top [3, L])``: the ``SCORES`` of
     every level ``i (n+1) + j`` as functions of the token, and their exact mean, variance and

@@ -58,6 +58,9 @@ with ``pad`` too, every input is a view into a larger buffer (space.py names the
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -262,15 +265,39 @@ def _one_problem(r: VerifyRecipe, i: int):
 
 
 def problem_cache(maxsize: int):
-    """``functools.lru_cache`` for a function of a recipe's problems alone: called with any recipe,
-    it is cached under ``recipe.problem_key()``, so every part, batch and padding of one recipe
-    shares one entry."""
+    """A cache for a function of a recipe's problems alone: called with any recipe, it is cached
+    under ``recipe.problem_key()`` (and the other arguments), so every part, batch and padding of
+    one recipe shares one entry; ``maxsize`` entries, the least recently used going first. Safe
+    across threads, and made once: a thread that asks for an entry another is making waits for
+    it (the judge makes its tables ahead in other threads while it judges: judge.py)."""
     def wrap(fn):
-        cached = functools.lru_cache(maxsize=maxsize)(fn)
+        lock = threading.Lock()
+        entries: OrderedDict = OrderedDict()     # key -> Future
 
         @functools.wraps(fn)
         def keyed(recipe, *args, **kwargs):
-            return cached(recipe.problem_key(), *args, **kwargs)
+            key = (recipe.problem_key(), args, tuple(sorted(kwargs.items())))
+            with lock:
+                made = entries.get(key)
+                mine = made is None
+                if mine:
+                    made = entries[key] = Future()
+                    while len(entries) > maxsize:
+                        entries.popitem(last=False)
+                else:
+                    entries.move_to_end(key)
+            if mine:
+                try:
+                    made.set_result(fn(key[0], *args, **kwargs))
+                except BaseException as exc:     # noqa: B036 - handed to every waiter, then raised
+                    with lock:
+                        if entries.get(key) is made:
+                            del entries[key]
+                    made.set_exception(exc)
+                    raise
+            return made.result()
+
+        keyed.cache_clear = entries.clear
         return keyed
     return wrap
 
