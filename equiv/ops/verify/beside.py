@@ -1,9 +1,13 @@
 """Draw the cases in this thread and judge each in one other, in order: the judge's host work
 (NumPy, which lets go of the GIL) hides behind the candidate's calls. Both verifier ops' judges
-(``judge.run_judge``, ``verify_tree.judge.run_judge``) run their cases so."""
+(``judge.run_judge``, ``verify_tree.judge.run_judge``) run their cases so, with the tables they
+read (exact laws sorted and scored over the vocabulary, which do not depend on the candidate)
+made ``ahead`` in other threads meanwhile."""
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 
 def draw_and_judge(cases, draw, add, progress=None) -> list:
@@ -24,3 +28,23 @@ def draw_and_judge(cases, draw, add, progress=None) -> list:
         for f in judged:
             f.result()
     return drawn
+
+
+@contextmanager
+def ahead(jobs):
+    """Run ``jobs`` (calls whose results the judge's caches keep: ``equiv.memo``) in other
+    threads, in order, while the body runs: the judge then finds each made, or waits for the one
+    being made. NumPy lets go of the GIL in them; on a host of two cores one thread, else up to
+    three. Leaving the body cancels the jobs not started and waits for those running."""
+    if not jobs:
+        yield
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    pool = ThreadPoolExecutor(max(1, min(3, cores - 1)), thread_name_prefix="equiv-tables")
+    futures = [pool.submit(job) for job in jobs]
+    try:
+        yield
+    finally:
+        for f in futures:
+            f.cancel()
+        pool.shutdown(wait=True)                 # a job that raised: the judge meets it too

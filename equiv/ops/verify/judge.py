@@ -52,9 +52,7 @@ the token law's (lossless.py); their groups are (family, position), and for the 
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +60,7 @@ import numpy as np
 from equiv.checks import Check
 from equiv.verdict import Case, FirstFailures, JudgeVerdict
 from equiv.ops.verify import lossless
-from equiv.ops.verify.beside import draw_and_judge
+from equiv.ops.verify.beside import ahead, draw_and_judge
 from equiv.ops.verify.block_law import sequence_tests, sequences
 from equiv.ops.verify.draws import run_draws
 from equiv.ops.verify.independence import eligible, independence_check
@@ -401,29 +399,10 @@ def _tables(case, law: str) -> list:
     return [lambda: _law(r, True), lambda: _pit_table(r)] if r.drafts == "fixed" else []
 
 
-@contextmanager
 def tables_ahead(cases, law: str):
-    """The statistical cases' tables (``_tables``: sorts and scores over the vocabulary, most of
-    the judge's host time; they do not depend on the candidate) made in other threads, in the
-    order the judge reads them, while the candidate is called and the first cases judged: the
-    judge then finds them made (or waits for the one being made). NumPy lets go of the GIL in
-    them; on a host of two cores one thread, else up to three."""
-    jobs = [job for case in cases for job in _tables(case, law)]
-    if not jobs:
-        yield
-        return
-    pool = ThreadPoolExecutor(max(1, min(3, _cores() - 1)), thread_name_prefix="equiv-tables")
-    futures = [pool.submit(job) for job in jobs]
-    try:
-        yield
-    finally:
-        for f in futures:
-            f.cancel()                           # after an exception the rest is not needed
-        pool.shutdown(wait=True)                 # a table that could not be made: the judge met it too
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """``beside.ahead`` of the statistical cases' tables (``_tables``): sorts and scores over the
+    vocabulary, most of the judge's host time, made while the candidate is called."""
+    return ahead([job for case in cases for job in _tables(case, law)])
 
 
 def judge_draws(cases, drawn, *, spec: str, device: str, seed: int = 0, repro: str | None = None,

@@ -58,14 +58,12 @@ with ``pad`` too, every input is a view into a larger buffer (space.py names the
 from __future__ import annotations
 
 import functools
-import threading
-from collections import OrderedDict
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from equiv import disk_cache
+from equiv.memo import memo
 from equiv.recipe_text import RecipeText, choice, integer, real
 
 FAMILIES = ("realistic", "equal", "disjoint", "tiny_q", "onehot_target", "ties", "neginf_zeros",
@@ -141,11 +139,9 @@ class VerifyRecipe(RecipeText):
         # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch
 
-        pr = self.make_problems()
         start, stop = (0, self.batch) if rows is None else (int(rows[0]), int(rows[1]))
 
-        def rows_of(arr):                          # row b = problem b % P (only the rows asked exist)
-            t = torch.from_numpy(arr).to(device)
+        def rows_of(t):                            # row b = problem b % P (only the rows asked exist)
             return place(t[torch.arange(start, stop, device=t.device) % self.n_problems])
 
         def place(t):                              # the layout: padded rows, a base offset, both
@@ -164,10 +160,11 @@ class VerifyRecipe(RecipeText):
                 strides.append(strides[-1] * size)
             return buf.as_strided(tuple(t.shape), tuple(reversed(strides)), self.offset)
 
-        draft = None if pr.draft is None else rows_of(pr.draft)
+        on = _on_device(self, str(device))
+        draft = None if on["draft"] is None else rows_of(on["draft"])
         tokens = (place(torch.from_numpy(self.row_tokens()[start:stop]).to(device)) if self.drafts == "sampled"
-                  else rows_of(pr.tokens))
-        return tokens, draft, rows_of(pr.target)
+                  else rows_of(on["tokens"]))
+        return tokens, draft, rows_of(on["target"])
 
 
 def _softmax(x):
@@ -265,41 +262,10 @@ def _one_problem(r: VerifyRecipe, i: int):
 
 
 def problem_cache(maxsize: int):
-    """A cache for a function of a recipe's problems alone: called with any recipe, it is cached
-    under ``recipe.problem_key()`` (and the other arguments), so every part, batch and padding of
-    one recipe shares one entry; ``maxsize`` entries, the least recently used going first. Safe
-    across threads, and made once: a thread that asks for an entry another is making waits for
-    it (the judge makes its tables ahead in other threads while it judges: judge.py)."""
-    def wrap(fn):
-        lock = threading.Lock()
-        entries: OrderedDict = OrderedDict()     # key -> Future
-
-        @functools.wraps(fn)
-        def keyed(recipe, *args, **kwargs):
-            key = (recipe.problem_key(), args, tuple(sorted(kwargs.items())))
-            with lock:
-                made = entries.get(key)
-                mine = made is None
-                if mine:
-                    made = entries[key] = Future()
-                    while len(entries) > maxsize:
-                        entries.popitem(last=False)
-                else:
-                    entries.move_to_end(key)
-            if mine:
-                try:
-                    made.set_result(fn(key[0], *args, **kwargs))
-                except BaseException as exc:     # noqa: B036 - handed to every waiter, then raised
-                    with lock:
-                        if entries.get(key) is made:
-                            del entries[key]
-                    made.set_exception(exc)
-                    raise
-            return made.result()
-
-        keyed.cache_clear = entries.clear
-        return keyed
-    return wrap
+    """A cache for a function of a recipe's problems alone (``equiv.memo``: shared by threads,
+    each entry made once): called with any recipe, it is cached under ``recipe.problem_key()``,
+    so every part, batch and padding of one recipe shares one entry."""
+    return memo(maxsize, reduce=lambda recipe: recipe.problem_key())
 
 
 @functools.lru_cache(maxsize=32)            # a plan has 25 recipes: 8 would thrash
@@ -314,6 +280,18 @@ def _problems(r: VerifyRecipe) -> Problems:
 
     got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, str(r), make, lambda got: _fits(r, got))
     return Problems(got["target"], got.get("draft"), got["tokens"], got["proposal"])
+
+
+@problem_cache(maxsize=4)
+def _on_device(r: VerifyRecipe, device: str) -> dict:
+    """The problems of ``r`` as tensors on ``device``, kept for the next call: a case sent in
+    windows of rows (calls.py; the power case's 32 parts in 11 windows each on a GPU) copies them
+    to the device once, not once a window."""
+    import torch
+
+    pr = r.make_problems()
+    return {"target": torch.from_numpy(pr.target).to(device), "tokens": torch.from_numpy(pr.tokens).to(device),
+            "draft": None if pr.draft is None else torch.from_numpy(pr.draft).to(device)}
 
 
 def _fits(r: VerifyRecipe, got: dict) -> bool:

@@ -16,12 +16,12 @@ EAGLE trees at any vocabulary. Only a fixed tree's children are known before the
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from equiv.memo import memo
 
-@functools.lru_cache(maxsize=8)
+
+@memo(32)                                   # made ahead in another thread (judge.run_judge)
 def child_mass(recipe) -> np.ndarray:
     """``[B, N]``: the target mass of each node's distinct child tokens (0: no children)."""
     t, m = recipe.trees(), recipe.model()

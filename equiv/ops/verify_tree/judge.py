@@ -48,21 +48,21 @@ drafts + 1) against the optimum of a lossless verifier on the same trees
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from equiv.checks import Check
 from equiv.verdict import Case, FirstFailures, JudgeVerdict
-from equiv.ops.verify.beside import draw_and_judge
+from equiv.ops.verify.beside import ahead, draw_and_judge
 from equiv.ops.verify.independence import independence_check
 from equiv.ops.verify.laws import sorted_table
 from equiv.ops.verify.lossless import JOINT_BINS, LOSSLESS_TVD_FLOOR, SCORE_FLOOR, joint_tests, score_tests
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.ops.verify.tail import level_repeats, repeat_tests
 from equiv.ops.verify_tree.draws import run_draws
-from equiv.ops.verify_tree.children import children_score
+from equiv.memo import memo
+from equiv.ops.verify_tree.children import child_mass, children_score
 from equiv.ops.verify_tree.recipes import TreeRecipe, law_index, step, tree_model
 from equiv.reference import verify_tree as ref
 from equiv.stats import PIT_BINS, Labels, cells_test, pit, sampling_fit
@@ -259,7 +259,7 @@ def continued(recipe, k, outs, rng, draw=None):
     return seq, levels, nodes
 
 
-@functools.lru_cache(maxsize=8)
+@memo(32)                                   # made ahead in another thread (run_judge)
 def _residual_table(recipe):
     """Per node of a ``topk`` tree ``[B, N]``: the residual score's mean, variance, maximum and
     the mass left ``1 - p(children)`` (0 where nothing is left or the node has no children)."""
@@ -365,15 +365,9 @@ def _target_fn(m):
     return target
 
 
-_TABLES: dict = {}
-
-
+@memo(24)
 def _tables(family, seed, vocab):
-    key = (family, seed, vocab)
-    if key not in _TABLES:
-        _TABLES.clear() if len(_TABLES) > 24 else None
-        _TABLES[key] = sorted_table(tree_model(family, seed, vocab).target)
-    return _TABLES[key]
+    return sorted_table(tree_model(family, seed, vocab).target)
 
 
 def optimum(recipe) -> np.ndarray:
@@ -574,9 +568,20 @@ def run_judge(candidate, cases, *, device: str, drafts: str, spec: str | None = 
     """Judge ``candidate`` on ``cases`` (module docstring); ``drafts`` the declared construction."""
     spec = spec or getattr(candidate, "spec", None) or getattr(candidate, "__name__", "candidate")
     judging = _Judging(str(spec), device, seed, drafts)
-    drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
-                                                         timeout=timeout), judging.add, progress)
-    return judging.verdict(cases, drawn, repro)
+    with ahead([job for case in cases for job in _made_ahead(case)]):
+        drawn = draw_and_judge(cases, lambda case: run_draws(candidate, case.recipe, case.seeds, device=device,
+                                                             timeout=timeout), judging.add, progress)
+        return judging.verdict(cases, drawn, repro)
+
+
+def _made_ahead(case) -> list:
+    """What judging a statistical ``case`` reads of its recipe's laws and trees, as calls that make
+    it (each cached: ``equiv.memo``, or the recipe's own caches), for ``beside.ahead``."""
+    r = case.recipe
+    if not case.statistical:
+        return []
+    jobs = [r.model, r.trees, lambda: _tables(r.family, r.seed, r.vocab)]
+    return jobs + ([lambda: _residual_table(r), lambda: child_mass(r)] if r.drafts == "topk" else [])
 
 
 def judge_draws(cases, drawn, *, spec, device, seed=0, repro=None, drafts="topk") -> TreeVerdict:
