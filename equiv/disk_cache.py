@@ -16,7 +16,7 @@ Plan
   made again, so a cached run is never judged differently from a fresh one.
 - Where: ``EQUIV_CACHE_DIR``, else ``$XDG_CACHE_HOME/equiv``, else ``~/.cache/equiv``.
   ``EQUIV_CACHE=0`` turns it off. Safe to delete at any time.
-- Size: at most ``EQUIV_CACHE_MAX_MB`` (default 2048) in all; after a write, the files read
+- Size: at most ``EQUIV_CACHE_MAX_MB`` (default 4096) in all; after a write, the files read
   least recently go first, in every op's folders and every version's.
 - Failure: a file written under a temporary name, synced and renamed (two gates writing the same
   entry leave one whole file; a crash leaves the old file or none); a write that fails (a full or
@@ -34,7 +34,7 @@ import numpy as np
 
 from equiv._version import __version__
 
-DEFAULT_MAX_MB = 2048
+DEFAULT_MAX_MB = 4096                            # the three CPU quick plans of one seed: ~2.0 GB
 _FOLDER = re.compile(r"^[a-z_]+-[0-9a-f]{16}$")    # <tag>-<hash>: what prune may delete from
 _folders: dict = {}
 
@@ -127,7 +127,7 @@ def write(path: Path, save) -> None:
 
 def prune(limit_mb: float | None = None) -> None:
     """Delete the files read least recently until the cache holds at most ``limit_mb``
-    (``EQUIV_CACHE_MAX_MB``, default 2048) MiB, over every op's folders."""
+    (``EQUIV_CACHE_MAX_MB``, default 4096) MiB, over every op's folders."""
     if limit_mb is None:
         try:
             limit_mb = float(os.environ.get("EQUIV_CACHE_MAX_MB", DEFAULT_MAX_MB))

@@ -1,11 +1,10 @@
 """``memo(maxsize, reduce=None)``: a bounded cache of a function's results that threads share,
 each made once. A thread that asks for an entry another thread is making waits for it instead of
-making it again (``functools.lru_cache`` would make it twice): the verifier judges make their
-tables ahead in other threads while they judge (``equiv.ops.verify.judge.tables_ahead``).
-``reduce(first argument)`` is what the entry is keyed on and what the function is called with
-(a recipe reduced to its problems: ``equiv.ops.verify.recipes.problem_cache``). The least recently
-used entry goes first; a call that raises leaves no entry, and its waiters get the exception.
-``cache_clear()`` empties it."""
+making it again (``functools.lru_cache`` would make it twice): an op's judge can make its tables
+ahead in other threads while it judges. ``reduce(first argument)`` is what the entry is keyed on
+and what the function is called with (a recipe reduced to what the entry depends on). The least
+recently used entry goes first; a call that raises leaves no entry, and its waiters get the
+exception. ``cache_clear()`` empties it."""
 from __future__ import annotations
 
 import functools
