@@ -15,7 +15,7 @@ register_profiles()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    # the gates of this session keep their disk cache (equiv/ops/draft_topk/disk_cache.py) in a
+    # the gates of this session keep their disk cache (equiv/disk_cache.py, every op's) in a
     # folder of their own, small, removed when the session ends (by the process that made it, not
     # by pytest-xdist's workers, which inherit it): never the user's
     global _OWN_CACHE
