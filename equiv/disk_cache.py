@@ -10,10 +10,10 @@ Plan
   versions, the extra ``salt`` (torch's version, where the values pass through it) and the source
   of every module named in ``sources`` (the modules that make the entry and the text of its key):
   a change of any of them is another folder. An entry's file is named by a hash of its key text.
-- ``arrays(tag, sources, key, make, fits)``: a dict of NumPy arrays (``.npz``, uncompressed),
-  read, or ``make()`` and written. ``fits(read)`` says whether what was read is what ``make``
-  would give (names, shapes, dtypes): a file that does not fit, does not read, or is torn is
-  made again, so a cached run is never judged differently from a fresh one.
+- ``arrays(tag, sources, key, make, want)``: a dict of NumPy arrays (``.npz``, uncompressed),
+  read, or ``make()`` and written. ``want`` is what ``make`` gives, ``{name: (shape, dtype)}``: a
+  file with other names, shapes or dtypes, one that does not read, or a torn one is made again,
+  so a cached run is never judged differently from a fresh one.
 - Where: ``EQUIV_CACHE_DIR``, else ``$XDG_CACHE_HOME/equiv``, else ``~/.cache/equiv``.
   ``EQUIV_CACHE=0`` turns it off. Safe to delete at any time.
 - Size: at most ``EQUIV_CACHE_MAX_MB`` (default 4096) in all; after a write, the files read
@@ -75,13 +75,14 @@ def entry(tag: str, sources, key: str, suffix: str, salt: str = "") -> Path | No
         return None
 
 
-def arrays(tag: str, sources, key: str, make, fits, salt: str = "") -> dict:
-    """``make()``'s dict of NumPy arrays, read from the cache when a file of ``key`` ``fits``
-    (module docstring), else made and written."""
+def arrays(tag: str, sources, key: str, make, want: dict, salt: str = "") -> dict:
+    """``make()``'s dict of NumPy arrays, read from the cache when a file of ``key`` holds exactly
+    the arrays of ``want`` (``{name: (shape, dtype)}``; module docstring), else made and written."""
     path = entry(tag, sources, key, ".npz", salt)
     if path is not None:
         got = read(path, lambda f: dict(np.load(f, allow_pickle=False)))
-        if got is not None and fits(got):
+        if got is not None and set(got) == set(want) and all(
+                got[k].shape == tuple(shape) and got[k].dtype == np.dtype(dtype) for k, (shape, dtype) in want.items()):
             return got
     made = make()
     if path is not None:

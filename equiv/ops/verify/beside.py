@@ -5,9 +5,10 @@ read (exact laws sorted and scored over the vocabulary, which do not depend on t
 made ``ahead`` in other threads meanwhile."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+
+from equiv.run.suite import cores
 
 
 def draw_and_judge(cases, draw, add, progress=None) -> list:
@@ -39,8 +40,7 @@ def ahead(jobs):
     if not jobs:
         yield
         return
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    pool = ThreadPoolExecutor(max(1, min(3, cores - 1)), thread_name_prefix="equiv-tables")
+    pool = ThreadPoolExecutor(max(1, min(3, cores() - 1)), thread_name_prefix="equiv-tables")
     futures = [pool.submit(job) for job in jobs]
     try:
         yield

@@ -278,7 +278,11 @@ def _problems(r: VerifyRecipe) -> Problems:
                "proposal": np.stack([m[3] for m in made])}
         return out if made[0][1] is None else {**out, "draft": np.stack([m[1] for m in made])}
 
-    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, str(r), make, lambda got: _fits(r, got))
+    want = {"target": ((r.batch, r.n + 1, r.vocab), np.float32), "tokens": ((r.batch, r.n), np.int64),
+            "proposal": ((r.batch, r.n, r.vocab), np.float32)}
+    if r.draft != "onehot":
+        want["draft"] = ((r.batch, r.n, r.vocab), np.float32)
+    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, str(r), make, want)
     return Problems(got["target"], got.get("draft"), got["tokens"], got["proposal"])
 
 
@@ -292,16 +296,6 @@ def _on_device(r: VerifyRecipe, device: str) -> dict:
     pr = r.make_problems()
     return {"target": torch.from_numpy(pr.target).to(device), "tokens": torch.from_numpy(pr.tokens).to(device),
             "draft": None if pr.draft is None else torch.from_numpy(pr.draft).to(device)}
-
-
-def _fits(r: VerifyRecipe, got: dict) -> bool:
-    """``got`` (read from the cache) has the arrays, shapes and dtypes ``_problems`` makes for ``r``."""
-    want = {"target": ((r.batch, r.n + 1, r.vocab), np.float32), "tokens": ((r.batch, r.n), np.int64),
-            "proposal": ((r.batch, r.n, r.vocab), np.float32)}
-    if r.draft != "onehot":
-        want["draft"] = ((r.batch, r.n, r.vocab), np.float32)
-    return set(got) == set(want) and all(got[k].shape == shape and got[k].dtype == dtype
-                                         for k, (shape, dtype) in want.items())
 
 
 def cdf_draw(cdf: np.ndarray, u) -> np.ndarray:

@@ -269,11 +269,8 @@ def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
         target, draft = _bank_laws(family, seed, vocab)
         return {"target32": target.astype(np.float32), "draft32": draft.astype(np.float32)}
 
-    def fits(got):
-        return set(got) == {"target32", "draft32"} and all(
-            a.shape == (BANK, vocab) and a.dtype == np.float32 for a in got.values())
-
-    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, f"{family} seed={seed} vocab={vocab}", make, fits)
+    got = disk_cache.arrays(CACHE_TAG, CACHE_SOURCES, f"{family} seed={seed} vocab={vocab}", make,
+                            {"target32": ((BANK, vocab), np.float32), "draft32": ((BANK, vocab), np.float32)})
     target32, draft32 = got["target32"], got["draft32"]
     t64 = target32.astype(np.float64)
     d64 = draft32.astype(np.float64)
