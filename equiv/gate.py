@@ -17,11 +17,13 @@ from dataclasses import replace
 from equiv.checks import Stage
 from equiv.devices import resolve_device
 from equiv.errors import NoDeviceError
-from equiv.memory import cap_process, short_of_memory, suite_peaks, use_budget, with_suite_memory
+from equiv.memory import (ShortOfMemory, admission, cap_process, short_of_memory, suite_peaks, use_budget,
+                          with_suite_memory)
 from equiv.ops import DEFAULT_OP, get_op
 from equiv.options import BUDGETS, DEFAULT_VOCAB, RunOptions
 from equiv.run import faults
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S
+from equiv.timeline import mark
 from equiv.validation import check_choice, check_choices
 from equiv.verdict import GateResult, not_judged_result
 
@@ -50,6 +52,7 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     ``"1,4"``); None (or ``"auto"``) for an op judged at k (``Op.takes_k``): every k of
     ``equiv.options.auto_ks(seed)`` the candidate accepts. ``max_gpu_memory``: the device memory a call
     may take (``"8GiB"``, bytes; ``equiv.memory``)."""
+    mark("gate start")
     the_op = get_op(op)
     if k is None:                    # an op judged at k: every k of auto_ks(seed) the candidate accepts
         k = "auto" if the_op.takes_k else 1
@@ -93,19 +96,27 @@ def _cap(device: str) -> None:
 
 def _within_memory(options, stages, run) -> GateResult:
     """``run()`` (the op's gate) under the memory budget of ``options`` (``equiv.memory``): NOT
-    JUDGED at once when the device has less free memory than the budget; else its result with
-    the property suite's peaks in its ``properties`` stage (the other stages measure their own)."""
+    JUDGED when the device has less free memory than the budget (the op's gate asks,
+    ``equiv.memory.admit``, once its property suite has started: the check imports torch, which
+    the suite need not wait for; it kills the suite and calls nothing); else its result with the
+    property suite's peaks in its ``properties`` stage (the other stages measure their own)."""
     use_budget(options.max_gpu_memory)
-    short = None if options.device == "cpu" else _short_of_memory(options.device)
-    if short is None and options.device != "cpu":
-        _cap(options.device)
-    if short:
-        not_run = tuple(Stage(name, "not run", why="the device is short of memory") for name in stages)
-        return not_judged_result(GateResult(
-            candidate=options.candidate or "built-in paths", passed=False, checks=(), k=tuple(options.ks),
-            device=options.device, dtypes=tuple(options.dtypes), budget=options.budget, seed=options.seed,
-            duration_s=0.0, stages=not_run, op=options.op), [short])
-    with suite_peaks() as suite:
-        result = run()
+
+    def check():
+        short = None if options.device == "cpu" else _short_of_memory(options.device)
+        if short is None and options.device != "cpu":
+            _cap(options.device)
+        mark("memory checked")
+        return short
+
+    with suite_peaks() as suite, admission(check):
+        try:
+            result = run()
+        except ShortOfMemory as exc:
+            not_run = tuple(Stage(name, "not run", why="the device is short of memory") for name in stages)
+            return not_judged_result(GateResult(
+                candidate=options.candidate or "built-in paths", passed=False, checks=(), k=tuple(options.ks),
+                device=options.device, dtypes=tuple(options.dtypes), budget=options.budget, seed=options.seed,
+                duration_s=0.0, stages=not_run, op=options.op), [str(exc)])
         peaks = suite()
     return replace(result, stages=with_suite_memory(result.stages, peaks))

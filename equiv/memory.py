@@ -67,6 +67,7 @@ import resource
 import sys
 import tempfile
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 
 from equiv.errors import InvalidArgument
@@ -156,6 +157,37 @@ def short_of_memory(device, nbytes: int | None = None) -> str | None:
     return (f"{device} has {shown(free)} free of {shown(total)} (other processes hold the rest), under the "
             f"memory budget of {shown(want)} (--max-gpu-memory {memory_text(want)}): free the device or "
             f"lower the budget")
+
+
+class ShortOfMemory(Exception):
+    """The device has less free memory than the budget (``admit``): the gate is NOT JUDGED with
+    this line, and nothing of the candidate's has run."""
+
+
+_ADMISSION: ContextVar = ContextVar("equiv_admission", default=None)
+
+
+@contextmanager
+def admission(check):
+    """Within it, ``admit()`` runs ``check()`` (-> a line when the device is short, else None)
+    the first time it is called in this thread (``equiv.gate``: the free-memory check, which
+    imports torch and starts CUDA, ~1 s, is made after the gate's property suite has started)."""
+    token = _ADMISSION.set([check])
+    try:
+        yield
+    finally:
+        _ADMISSION.reset(token)
+
+
+def admit() -> None:
+    """The gate's admission check (``admission``), once; nothing outside one. Raises
+    ``ShortOfMemory`` when the device is short. Every op's gate calls it once its property suite
+    has started (or was not asked for), before anything of the candidate's runs."""
+    pending = _ADMISSION.get()
+    if pending:
+        line = pending.pop()()
+        if line:
+            raise ShortOfMemory(line)
 
 
 def allocator_environment(env=None) -> dict:

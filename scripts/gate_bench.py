@@ -20,6 +20,11 @@ Plan
    command), the stage times, the peaks, the verdicts; the machine (GPU or CPU model, cores,
    load average before and after) and each checkout's commit above it. ``DIR/gate_bench.md``,
    ``DIR/gate_bench.json`` (every run's record) and ``DIR/runs/`` (each gate's JSON and output).
+5. Where the time goes: each gate runs with ``EQUIV_TIMELINE`` (``equiv.timeline``; a checkout
+   without it writes nothing), and a second table gives, per op and checkout, the medians of
+   when each phase began, in seconds after the command was started: the suite spawned, its
+   pytest configured (its imports done), its tests done, the suite's process gone; the gate's
+   first own stage begun, its last one ended; the command's end and the process's exit.
 Exit status: 0 when every gate ran to a verdict (PASS or FAIL as it may be), 1 otherwise.
 """
 from __future__ import annotations
@@ -153,9 +158,12 @@ def run_gate(tree: Path, op: str, candidate: str, device: str, extra: list, out:
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "equiv", "gate", "--op", op, "--candidate", candidate, "--device", device,
            "--json", str(out.with_suffix(".json")), *extra]
+    marks = out.with_suffix(".timeline")
+    marks.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(tree) + (os.pathsep + os.environ["PYTHONPATH"]
-                                                   if os.environ.get("PYTHONPATH") else ""))
+                                                   if os.environ.get("PYTHONPATH") else ""), EQUIV_TIMELINE=str(marks))
     with open(out.with_suffix(".log"), "w") as log:
+        epoch0 = time.time()
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
         poller = Poller(proc.pid, poll_s)
@@ -181,12 +189,54 @@ def run_gate(tree: Path, op: str, candidate: str, device: str, extra: list, out:
     except (OSError, ValueError):
         doc = {}
     seconds, stage_gpu, gate_gpu, gate_host = json_peaks(doc)
-    return {"op": op, "candidate": candidate, "command": " ".join(cmd[1:]), "rc": rc, "wall_s": round(wall, 3),
+    return {"phases": dict(phases(marks, proc.pid, epoch0), exit=round(wall, 3)),"op": op, "candidate": candidate, "command": " ".join(cmd[1:]), "rc": rc, "wall_s": round(wall, 3),
             "verdict": doc.get("verdict") or ({True: "pass", False: "fail"}.get(doc.get("passed")) if doc else "none"),
             "stage_s": seconds, "stage_torch_gpu_bytes": stage_gpu, "torch_gpu_bytes": gate_gpu,
             "json_host_bytes": gate_host,
             "smi_gpu_all_bytes": poller.gpu_all, "smi_gpu_tree_bytes": poller.gpu_tree,
             "host_tree_bytes": poller.host_tree, "gpu_processes_at_peak": poller.gpu_processes, "host_largest_bytes": int(rusage.ru_maxrss) * 1024}
+
+
+PHASES = ("suite spawned", "pytest configured", "pytest tests done", "suite exited", "stages start",
+          "stages end", "command end", "exit")
+
+
+def phases(path: Path, pid: int, epoch0: float) -> dict:
+    """``{phase: seconds after the command started}`` from the marks a gate wrote
+    (``equiv.timeline``; module docstring, step 5): a suite's phases from its last process to
+    reach them (shards run side by side); the gate's own stages are those of its process, the
+    property suite's excepted."""
+    try:
+        lines = [ln.rstrip("\n").split(" ", 2) for ln in path.read_text().splitlines()]
+    except OSError:
+        return {}
+    got: dict = {}
+    for who, when, event in lines:
+        at = round(float(when) - epoch0, 3)
+        own = int(who) == pid
+        if event in ("pytest configured", "pytest tests done") or (own and event in ("suite spawned", "suite exited",
+                                                                                       "command end")):
+            got[event] = max(got.get(event, at), at) if event != "suite spawned" else min(got.get(event, at), at)
+        elif own and event.startswith("stage ") and "properties" not in event:
+            key = "stages start" if event.endswith(" start") else "stages end"
+            got[key] = min(got.get(key, at), at) if key == "stages start" else max(got.get(key, at), at)
+    return got
+
+
+def phase_table(records: list, labels: list, ops: list) -> list:
+    """Medians of each phase's start (``phases``), per op and checkout (module docstring, step 5)."""
+    head = ["op", "checkout"] + [f"{p} s" for p in PHASES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for op in ops:
+        for label in labels:
+            rs = [r for r in records if r["op"] == op and r["checkout"] == label]
+            if rs:
+                cells = [op, label]
+                for p in PHASES:
+                    m = _median([r.get("phases", {}).get(p) for r in rs])
+                    cells.append("-" if m is None else f"{m:.2f}")
+                lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _commit(tree: Path) -> str:
@@ -314,6 +364,9 @@ def main(argv=None) -> int:
               f"{args.poll_ms} ms; torch peak: the JSON's per-stage torch.cuda.max_memory_allocated summed over "
               "the processes (properties + the largest other stage); host peaks: the gate's process tree's resident "
               "memory polled, the JSON's per-stage peaks summed the same way, and the largest single process (wait4)."]
+    lines += ["", "Where the time goes: when each phase began, seconds after the command started (medians; "
+              "`equiv.timeline` marks, none in a checkout without them; a suite in shards: its last one):", "",
+              *phase_table(counted, [t[0] for t in trees], ops)]
     last = {}
     for r in counted:
         if r.get("gpu_processes_at_peak"):

@@ -146,7 +146,7 @@ LAYERS = {
     "equiv._version": 1, "equiv.errors": 1, "equiv.validation": 1, "equiv.checks": 1, "equiv.verdict": 1,
     "equiv.stats": 1, "equiv.console": 1, "equiv.atomic": 1, "equiv.sanitize": 1, "equiv.recipe_text": 1,
     "equiv.devices": 1, "equiv.provenance": 1, "equiv.junit": 1, "equiv.figures": 1, "equiv.memory": 1,
-    "equiv.disk_cache": 1, "equiv.memo": 1,
+    "equiv.disk_cache": 1, "equiv.memo": 1, "equiv.timeline": 1,
     "equiv.run": 2, "equiv.ops": 2,        # the registry and the supervised worker
     "equiv.options": 3, "equiv.candidate": 3,   # over both: RunOptions checks a spec (equiv.run) and an op
     "equiv.ops.": 4,                      # every op's folder (the registry itself, equiv.ops, is layer 2)

@@ -136,12 +136,52 @@ def test_a_device_short_of_memory_is_not_judged(monkeypatch):
                         lambda d: "cuda has 3.0 GiB free of 80.0 GiB (other processes hold the rest), under the "
                                   "memory budget of 8.0 GiB (--max-gpu-memory 8GiB): free the device or lower the budget")
     ran = []
+
+    def op_gate():                               # an op's gate asks once its suite has started
+        memory.admit()
+        ran.append(1)
+
     opts = RunOptions.make("torch_sampler", op="verify", device="auto")
-    result = gate_module._within_memory(opts, ("properties", "statistics"), lambda: ran.append(1))
+    result = gate_module._within_memory(opts, ("properties", "statistics"), op_gate)
     assert not ran and result.verdict == "not judged" and not result.passed and result.exit_code == 3
     assert "3.0 GiB free" in result.not_judged[0] and "NOT JUDGED" in result.summary()
     assert {s.status for s in result.stages} == {"not run"}
     assert json.loads(json.dumps(result.to_json()))["verdict"] == "not judged"
+
+
+@pytest.mark.parametrize("op, candidate, stages", [("draft_topk", "softmax_topk", ("properties", "tolerance")),
+                                                   ("verify", "torch_sampler", ("properties", "statistics")),
+                                                   ("verify_tree", "target_only", ("properties", "statistics"))])
+def test_every_ops_gate_asks_the_device_once_its_suite_started_and_calls_nothing(op, candidate, stages,
+                                                                                  monkeypatch):
+    """The check imports torch (~1 s), so each op's gate makes it after its suite has started
+    (``equiv.memory.admit``): short, the suite is killed, nothing is loaded or called."""
+    from equiv.run import suite as suite_module
+
+    asked, spawned = [], []
+    monkeypatch.setattr(gate_module, "_short_of_memory",
+                        lambda d: asked.append(len(spawned)) or "cuda has 3.0 GiB free of 80.0 GiB, under the budget")
+    real_handle = suite_module.SuiteHandle
+
+    class Handle(real_handle):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            spawned.append(self)
+
+    monkeypatch.setattr(suite_module, "SuiteHandle", Handle)
+
+    def no(*a, **kw):
+        raise AssertionError("the gate went on past a device short of memory")
+
+    for module, name in (("equiv.ops.verify.gate", "load_target"), ("equiv.ops.verify_tree.gate", "load_target"),
+                         ("equiv.ops.draft_topk.gate_stages", "judge")):
+        monkeypatch.setattr(importlib.import_module(module), name, no)
+    result = gate_module.run_gate(candidate, op=op, device="auto", stages=stages,
+                                  **({"k": 1} if op == "draft_topk" else {}))
+    assert result.verdict == "not judged" and result.exit_code == 3 and "3.0 GiB free" in result.not_judged[0]
+    assert {s.status for s in result.stages} == {"not run"}
+    assert asked and asked[0] >= 1                 # asked after the suite was spawned
+    assert spawned and all(h.proc.poll() is not None for h in spawned) and not suite_module._LIVE
 
 
 def test_short_of_memory_says_nothing_on_the_cpu():

@@ -42,14 +42,16 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
 
 import numpy as np
 
 from equiv.checks import Check, Stage, stage_of
-from equiv.memory import allocator_environment
+from equiv.memory import admit, allocator_environment
 from equiv.run.faults import note
+from equiv.timeline import mark
 
 PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
 _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -146,12 +148,14 @@ class SuiteHandle:
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
                                      env=environment(budget, storage=os.path.join(self._tmp.name, "hypothesis")))
         _LIVE.add(self.proc)
+        mark("suite spawned")
         self.t_end = None                        # when it ended (a watcher sees it end; read later)
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
         self.proc.wait()
         self.t_end = time.perf_counter()
+        mark("suite exited")
 
     def kill(self) -> None:
         """End the run now (its whole process group) and remove its files."""
@@ -241,28 +245,45 @@ def start_properties(options, *, stage_timeout: float, select: str | None = None
 def start_gate_suite(target, stages, *, limit: float, timeout: float | None, select: str, make_options,
                      **options):
     """``(suite or None, stage time-out)`` for a gate of ``options["op"]``: the property suite on
-    ``target`` started now when ``stages`` asks for it (``target`` a spec; a callable is judged in
-    this process and the suite gets none), under ``make_options(spec, timeout=, **options)``
-    (``equiv.options.RunOptions.make``, handed down: it sits a floor above ``equiv.run``). The
-    stage's time-out is ``limit``, or four calls' ``timeout`` and two minutes when that is longer."""
+    ``target`` started now when ``stages`` asks for it (``target`` a spec as given, before this
+    process imports torch or loads it; a callable is judged in this process and the suite gets
+    none), under ``make_options(spec, timeout=, **options)`` (``equiv.options.RunOptions.make``,
+    handed down: it sits a floor above ``equiv.run``; the suite resolves the device and the op's
+    options as this process does). Then the gate's admission check (``equiv.memory.admit``: a
+    device short of memory kills the suite and raises). The stage's time-out is ``limit``, or
+    four calls' ``timeout`` and two minutes when that is longer."""
     stage_timeout = limit if timeout is None else max(limit, 4 * timeout + 120)
-    if "properties" not in stages:
-        return None, stage_timeout
-    run = make_options(target if not callable(target) else None, timeout=timeout, **options)
-    return start_properties(run, stage_timeout=stage_timeout, select=select), stage_timeout
+    suite = None
+    if "properties" in stages:
+        run = make_options(target if not callable(target) else None, timeout=timeout, **options)
+        suite = start_properties(run, stage_timeout=stage_timeout, select=select)
+    with killed_on_error(suite):
+        admit()
+    return suite, stage_timeout
 
 
-def verifier_stages(target, loaded, stages, statistics, *, limit: float, timeout: float | None, select: str,
-                    make_options, progress=None, **options) -> tuple[list[Check], list[Stage]]:
-    """A verifier gate's checks and stages: when the verifier did not load (``loaded``, its
-    abnormal outcome), one failed ``load`` check and every stage not run; else its property
-    suite started first (``start_gate_suite``) and ``statistics(name, checks so far)`` beside it
-    (``staged``)."""
+@contextmanager
+def killed_on_error(suite):
+    """Kill ``suite`` (a started suite, or None) when the block raises (an interrupt included)."""
+    try:
+        yield
+    except BaseException:
+        if suite is not None:
+            suite.kill()
+        raise
+
+
+def verifier_stages(suite, stage_timeout: float, loaded, stages, statistics, progress=None
+                    ) -> tuple[list[Check], list[Stage]]:
+    """A verifier gate's checks and stages, its property suite ``suite`` started first
+    (``start_gate_suite``): when the verifier did not load (``loaded``, its abnormal outcome),
+    the suite killed, one failed ``load`` check and every stage not run; else
+    ``statistics(name, checks so far)`` beside the suite (``staged``)."""
     if loaded is not None:
+        if suite is not None:
+            suite.kill()
         return ([Check("load", "load", False, f"the verifier {loaded.problem}", outcome=loaded.kind)],
                 [Stage(n, "not run", why="the verifier could not be loaded") for n in stages])
-    suite, stage_timeout = start_gate_suite(target, stages, limit=limit, timeout=timeout, select=select,
-                                            make_options=make_options, **options)
     return staged(stages, suite, stage_timeout, statistics, progress)
 
 
@@ -345,12 +366,14 @@ def staged(stages, suite, stage_timeout: float, run, progress=None) -> tuple[lis
             if progress:
                 progress(i, len(stages), name)
             t0 = time.perf_counter()
+            mark(f"stage {name} start")
             if name == "properties":
                 got, st, seconds = *property_checks(suite, stage_timeout), suite.seconds
                 suite = None
             else:
                 got, st = run(name, list(so_far))
                 seconds = time.perf_counter() - t0
+            mark(f"stage {name} end")
             so_far += got
             by_name[name] = (got, replace(st, seconds=round(seconds, 3)))
     finally:

@@ -30,6 +30,7 @@ import time
 from equiv.errors import CandidateLoadError
 from equiv.run.load import load
 from equiv.run.invoke import CallState, invoke, run_probe, settle
+from equiv.timeline import mark
 from multiprocessing.connection import Connection
 
 
@@ -80,6 +81,7 @@ def serve(conn) -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    mark("worker start")
     conn = Connection(int(argv[0]))
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     try:

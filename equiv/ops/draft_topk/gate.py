@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 
+from equiv.memory import admit
 from equiv.options import DEFAULT_VOCAB
 from equiv.run.suite import start_properties
 from equiv.validation import check_int
@@ -66,6 +67,7 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     if "properties" in stages:
         suite = start_properties(options, stage_timeout=stage_timeout, shards=SUITE_SHARDS)
     try:
+        admit()                                  # the device's free memory (equiv.gate), after the suite started
         # the stages' modules import torch at their top: 2.9 s (-X importtime, busy 2-core CPU;
         # ~1.2 s idle) that the suite, started above, does not wait for
         from equiv.ops.draft_topk.gate_stages import judge

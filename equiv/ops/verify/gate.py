@@ -45,7 +45,7 @@ from equiv.run.calling import reach as calling_reach
 from equiv.options import RunOptions, one_recipe_values
 from equiv.run import runner_for
 from equiv.run.supervisor import load_target
-from equiv.run.suite import verifier_stages
+from equiv.run.suite import killed_on_error, start_gate_suite, verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
 from equiv.validation import check_choice, check_choices, check_int
 from equiv.verdict import GateResult, finish_stages
@@ -107,9 +107,14 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
     seed = check_int("seed", seed, min_value=0)
     timeout = parse_timeout(timeout)
     stages = check_choices("stages", stages, STAGES)
-    device = resolve_device(device)
-    target, spec, loaded = load_target(spec, "verify", device, timeout)   # CandidateLoadError -> exit 2, first
     t0 = time.perf_counter()
+    # the suite first, before this process imports torch or loads the verifier; killed if this stops
+    suite, stage_timeout = start_gate_suite(spec, stages, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
+                                            select="not verify_statistics", make_options=RunOptions.make,
+                                            op="verify", device=device, budget=budget, seed=seed, law=law)
+    with killed_on_error(suite):
+        device = resolve_device(device)
+        target, spec, loaded = load_target(spec, "verify", device, timeout)   # CandidateLoadError -> exit 2
     calls, diagnosis = 0, None
 
     def statistics(name, _earlier):
@@ -124,14 +129,11 @@ def run_verify_gate(spec, *, device: str = "auto", budget: str = "quick", seed: 
         got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
         return got, stage_of("statistics", got, _ran(verdict), why=" | ".join(verdict.notes))
 
-    with ThreadPoolExecutor(1) as beside:        # the coverage table of the stages asked, meanwhile
+    with killed_on_error(suite), ThreadPoolExecutor(1) as beside:   # the coverage table, meanwhile
         early = beside.submit(_coverage, budget, seed, law, device, set(stages))
-        # the suite first, beside the judge; a verifier that did not load fails ``load``
+        # the judge beside the suite; a verifier that did not load fails ``load``
         measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify")))
-        checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget],
-                                       timeout=timeout, select="not verify_statistics", progress=progress, op="verify",
-                                       make_options=RunOptions.make,
-                                       device=device, budget=budget, seed=seed, law=law)
+        checks, done = verifier_stages(suite, stage_timeout, loaded, stages, measured_statistics, progress)
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)

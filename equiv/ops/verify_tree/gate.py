@@ -39,7 +39,7 @@ from equiv.options import RunOptions, one_recipe_values
 from equiv.run import runner_for
 from equiv.run.supervisor import load_target
 from equiv.run.calling import reach as calling_reach
-from equiv.run.suite import verifier_stages
+from equiv.run.suite import killed_on_error, start_gate_suite, verifier_stages
 from equiv.run.timeouts import DEFAULT_TIMEOUT_S, parse_timeout
 from equiv.stats import PIT_BINS
 from equiv.validation import check_choice, check_choices, check_int
@@ -88,11 +88,17 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
     stages = check_choices("stages", stages, STAGES)
     if drafts is not None:
         drafts = check_choice("drafts", drafts, DRAFT_CHOICES)
-    device = resolve_device(device)
-    target, text, loaded = load_target(spec, "verify_tree", device, timeout)
     t0 = time.perf_counter()
+    # the suite first, before this process imports torch or loads the verifier (the suite reads
+    # its declaration itself, the same way); killed if this stops
+    suite, stage_timeout = start_gate_suite(spec, stages, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
+                                            select="not verify_tree_statistics", make_options=RunOptions.make,
+                                            op="verify_tree", device=device, budget=budget, seed=seed, drafts=drafts)
+    with killed_on_error(suite):
+        device = resolve_device(device)
+        target, text, loaded = load_target(spec, "verify_tree", device, timeout)
+        declared = declaration(target, device=device, timeout=timeout) if loaded is None else {}
     calls, diagnosis = 0, None
-    declared = declaration(target, device=device, timeout=timeout) if loaded is None else {}
     drafts = resolve_drafts(drafts, declared)
     targets = declared.get("targets") or "any"
 
@@ -110,12 +116,10 @@ def run_tree_gate(spec, *, device: str = "auto", budget: str = "quick", seed: in
         got = _gate_checks("statistics", verdict, time.perf_counter() - t_stage)
         return got, stage_of("statistics", got, _ran(verdict, targets), why=" | ".join(verdict.notes))
 
-    # the suite first, beside the judge; a verifier that did not load fails ``load``
-    measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify_tree")))
-    checks, done = verifier_stages(target, loaded, stages, measured_statistics, limit=_PROPERTY_TIMEOUT[budget], timeout=timeout,
-                                   select="not verify_tree_statistics", progress=progress, op="verify_tree",
-                                   make_options=RunOptions.make,
-                                   device=device, budget=budget, seed=seed, drafts=drafts)
+    # the judge beside the suite; a verifier that did not load fails ``load``
+    with killed_on_error(suite):
+        measured_statistics = measured(statistics, lambda: ask_worker(runner_for(target, device, timeout, "verify_tree")))
+        checks, done = verifier_stages(suite, stage_timeout, loaded, stages, measured_statistics, progress)
     if progress:
         progress(len(stages), len(stages), "done")
     done, passed = finish_stages(done, stages, STAGES, checks)
