@@ -72,6 +72,28 @@ def test_chain_a_torn_or_foreign_file_is_made_again(cache):
     _same(_chain(r), want)
 
 
+def test_chain_row_drafts_read_back_are_the_draws_made(cache, monkeypatch):
+    """The per-row drafts of a sampled recipe (``recipes._row_tokens``) come back from the disk
+    cache as drawn, the draws not made again; a part draws its own."""
+    r = VerifyRecipe(family="realistic", seed=3, batch=40, n=3, vocab=61, problems=4, drafts="sampled")
+    parts = [r, VerifyRecipe.parse(f"{r},part=2")]
+    with monkeypatch.context() as m:
+        m.setenv("EQUIV_CACHE", "0")
+        fresh = [_rows(x) for x in parts]
+    made = [_rows(x) for x in parts]
+    with monkeypatch.context() as m:             # warm: nothing drawn
+        m.setattr(chain, "cdf_draw", lambda *a: pytest.fail("drew the drafts again"))
+        read = [_rows(x) for x in parts]
+    for a, b, c in zip(fresh, made, read):
+        assert a.dtype == np.int64 and np.array_equal(a, b) and np.array_equal(a, c)
+    assert not np.array_equal(fresh[0], fresh[1])
+
+
+def _rows(r):
+    chain._row_tokens.cache_clear()
+    return r.row_tokens()
+
+
 def test_tree_banks_read_back_are_the_bits_made(cache, monkeypatch):
     for family in tree.FAMILIES:
         tree.tree_model.cache_clear()
