@@ -28,7 +28,7 @@ TREE_MAX_K = 10                  # the largest top-k a tree consumer drafts with
 
 
 def mtp_checks(spec, *, ks, device: str, seed: int, vocab: int, timeout: float | None,
-               stage_timeout: float = 300, context: str = "drawn") -> tuple[list[Check], Stage]:
+               stage_timeout: float = 300, context: str = "drawn", lane: str = "") -> tuple[list[Check], Stage]:
     """The MTP harness (quick budget): the candidate decodes in its worker (a probe that returns
     raw outcomes only) and this process judges them against softmax_topk on the same seeds:
     under each consumer the candidate must be lossless, equivalent in accept length, and emit no
@@ -36,8 +36,9 @@ def mtp_checks(spec, *, ks, device: str, seed: int, vocab: int, timeout: float |
     drafts at each k > 1 asked up to ``TREE_MAX_K``. The gate judges a candidate strictly (no ledger).
     Each call of the decoder runs in a calling context dealt from ``equiv.run.context.available``
     (``context`` names one for all instead), with its logits in a guard band at a drawn offset
-    (``calling``); what was used is in the stage's ``ran``."""
-    runner = runner_for(spec, device, timeout)
+    (``calling``); what was used is in the stage's ``ran``. ``lane``: the candidate's worker
+    (``runner_for``; the gate runs this stage beside its tolerance stage, in a worker of its own)."""
+    runner = runner_for(spec, device, timeout, lane=lane)
     runs = ([(list(K_ONE_CONSUMERS), None)] if 1 in ks else []) + [(["tree"], k) for k in ks if 1 < k <= TREE_MAX_K]
     not_asked = [] if any(k > 1 for k in ks) else ["tree (drafts at k > 1; this run judges k = 1 only)"]
     not_asked += [f"tree at k = {k} (the MTP stage drafts trees at top-k up to {TREE_MAX_K}, as engines do; "

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
@@ -352,31 +353,48 @@ def property_checks(handle, stage_timeout: float) -> tuple[list[Check], Stage]:
     return checks, stage_of("properties", checks, ran)
 
 
-def staged(stages, suite, stage_timeout: float, run, progress=None) -> tuple[list[Check], list[Stage]]:
+def staged(stages, suite, stage_timeout: float, run, progress=None, beside=()) -> tuple[list[Check], list[Stage]]:
     """The checks and stages of ``stages`` (in the order asked), with the property suite ``suite``
     (started by the caller before anything else, or None) running beside the others: each other
     stage is ``run(name, checks so far)`` -> ``(checks, Stage)`` in this process, in the order
     asked, and the suite is read last, so a gate's time is the longer of the two, not their sum.
+    The stages named in ``beside`` (when another stage runs too) start at once in threads of
+    their own and run beside the rest (their ``checks so far``: none); the caller gives each its
+    own candidate's worker (``runner_for(..., lane=)``), since a worker serves one call at a time.
     A stage's seconds are its own wall time (the suite's from its start to its end, not to when it
     was read); an exception or an interrupt kills the suite before it goes on."""
     order = [n for n in stages if n != "properties"] + (["properties"] if suite is not None else [])
     by_name, so_far = {}, []
+    alone = [n for n in order if n in beside] if len([n for n in order if n != "properties"]) > 1 else []
+    pool = ThreadPoolExecutor(len(alone), thread_name_prefix="equiv-stage") if alone else None
+
+    def one(name, earlier):
+        t0 = time.perf_counter()
+        mark(f"stage {name} start")
+        got, st = run(name, earlier)
+        mark(f"stage {name} end")
+        return got, st, time.perf_counter() - t0
+
+    ahead: dict = {}
     try:
+        ahead.update((name, pool.submit(one, name, [])) for name in alone)
         for i, name in enumerate(order):
             if progress:
                 progress(i, len(stages), name)
-            t0 = time.perf_counter()
-            mark(f"stage {name} start")
             if name == "properties":
+                mark("stage properties start")
                 got, st, seconds = *property_checks(suite, stage_timeout), suite.seconds
+                mark("stage properties end")
                 suite = None
+            elif name in ahead:
+                got, st, seconds = ahead.pop(name).result()
             else:
-                got, st = run(name, list(so_far))
-                seconds = time.perf_counter() - t0
-            mark(f"stage {name} end")
+                got, st, seconds = one(name, list(so_far))
             so_far += got
             by_name[name] = (got, replace(st, seconds=round(seconds, 3)))
     finally:
+        if pool is not None:                     # an exception or an interrupt: not waited for
+            pool.shutdown(wait=not ahead, cancel_futures=True)
         if suite is not None:
             suite.kill()
     names = [n for n in stages if n in by_name]

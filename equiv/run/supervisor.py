@@ -328,16 +328,21 @@ def _in_process(fn, spec: CandidateSpec, device: str):
     return InProcessRunner(fn, spec, device)
 
 
-def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None):
+def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None,
+               lane: str = ""):
     """The runner of ``candidate`` (a ``CandidateSpec``; a string or callable is parsed for
-    ``op``) on ``device`` for this command."""
+    ``op``) on ``device`` for this command; another ``lane`` is another runner of the same
+    candidate for a stage that runs beside another (``suite.staged``): always a worker of its
+    own, a built-in's too, so that each stage's calls reach the candidate in their own process
+    and order, never interleaved by threads with another stage's (a candidate whose state
+    changes with its calls is judged the same way every run)."""
     spec = CandidateSpec.parse(candidate, op)
     if spec.kind == "callable":
         return _in_process(spec.fn, spec, str(device))
-    key = (spec, _device_key(device), os.getcwd())
+    key = (spec, _device_key(device), os.getcwd(), lane)
     runner = _RUNNERS.get(key)
     if runner is None:
-        if spec.trusted:
+        if spec.trusted and not lane:
             runner = _in_process(spec.load().fn, spec, str(device))
         else:
             runner = WorkerRunner(spec, str(device), timeout)

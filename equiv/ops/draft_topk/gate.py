@@ -22,6 +22,11 @@ Plan
 4. ``mtp``: the speculative-decoding harness as a probe in the candidate's worker, candidate
    against ``softmax_topk`` on the same seeds: greedy, target-only and confidence chains at
    k = 1, tree drafting at each k > 1 asked. Nothing calls the candidate at a k not asked.
+   With the tolerance stage it runs beside it, from the start, in a thread of this process and
+   a worker of its own (a built-in's too: ``runner_for(..., lane="mtp")``), so that the two
+   stages take the longer of their times, not the sum, and each stage's calls reach the
+   candidate in their own process and order (a candidate whose state changes with its calls is
+   judged the same way every run).
 Each stage is reported as run (with what ran), not applicable (why) or not run (why); a verdict
 in which no check ran fails with "nothing was checked". Only this process says PASS, after every
 stage it owns finished. Budgets: ``quick`` (a pull request: seconds) and ``full`` (nightly).

@@ -28,6 +28,8 @@ from equiv.run import load_check, runner_for
 from equiv.run.suite import staged
 from equiv.verdict import GateResult, finish_stages
 
+BESIDE = ("mtp",)               # stages run beside the others (``staged``), each in a worker of its own
+
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
                      vocab: int, timeout: float | None, plan=None, thin_ks=(), context="drawn",
@@ -145,6 +147,7 @@ def judge(options, suite, *, plan: dict, stages, all_stages, vocab: int, stage_t
     checks: list[Check] = []
     done: list[Stage] = []
     load = None
+    lane = ""                                    # the MTP stage's worker, when it runs beside
     try:
         if "tolerance" in stages:
             ahead = Ahead()                      # its processes start while the candidate loads
@@ -182,10 +185,16 @@ def judge(options, suite, *, plan: dict, stages, all_stages, vocab: int, stage_t
                                             k_note=k_note, ahead=ahead)
                 return (feature_stages or {})[name](spec, ks=ks, device=device, seed=seed, vocab=vocab,
                                                     timeout=timeout, stage_timeout=plan["mtp_timeout"],
-                                                    context=options.option("context"))
+                                                    context=options.option("context"), lane=lane)
 
+            # the MTP stage beside the tolerance stage, in a worker of its own (equiv.run.suite.staged)
+            beside = BESIDE if "tolerance" in stages else ()
+            lane = "mtp" if beside else ""
+            own = {"mtp": measured(run, lambda: ask_worker(runner_for(spec, device, timeout, lane=lane)))}
+            rest = measured(run, lambda: ask_worker(runner))
             started, suite = suite, None         # staged reads it, or kills it on the way out
-            got, done = staged(stages, started, stage_timeout, measured(run, lambda: ask_worker(runner)), progress)
+            got, done = staged(stages, started, stage_timeout, lambda name, earlier: own.get(name, rest)(name, earlier),
+                               progress, beside=beside)
             checks += got
     finally:
         if suite is not None:                    # a failed load, an exception or an interrupt
@@ -201,7 +210,8 @@ def judge(options, suite, *, plan: dict, stages, all_stages, vocab: int, stage_t
     return GateResult(candidate=spec.text, passed=passed,
                       checks=tuple(checks), k=ks, device=device, dtypes=tuple(dtypes), budget=budget,
                       seed=seed, duration_s=time.perf_counter() - t0, stages=done,
-                      calls=runner.calls, op="draft_topk", diagnosis=diagnosis, coverage=coverage,
+                      calls=runner.calls + (runner_for(spec, device, timeout, lane=lane).calls if lane else 0),
+                      op="draft_topk", diagnosis=diagnosis, coverage=coverage,
                       coverage_lines=tuple(table_lines(coverage)) if coverage else (), takes_k=True)
 
 
