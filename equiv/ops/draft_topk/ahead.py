@@ -31,17 +31,12 @@ Plan
   H100 host (16 cores), the draft quick gate whole command, median of 3 in one run: 14.2 s with
   the workers at the gate's priority, 13.5 s with them at ``NICE`` (the same CPU-seconds:
   162 and 162, spent in a better order).
-- Closing: ``close`` drops the pool in another thread. Even ``shutdown(wait=False)`` waited: the
-  pool's manager thread, joining workers still making jobs nobody will take, holds the lock that
-  shutdown takes (1.8 s at the end of the tolerance stage on an H100 host). The workers end
-  once their job is done; the command's process does not wait for them.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
 import sys
-import threading
 import types
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
@@ -150,10 +145,8 @@ class Ahead:
         self.close()
 
     def close(self) -> None:
-        """Drop the pool without waiting for it (module docstring, Closing)."""
         if self._pool is not None:
-            threading.Thread(target=self._pool.shutdown, kwargs={"wait": False, "cancel_futures": True},
-                             name="equiv-ahead-close", daemon=True).start()
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self._futures.clear()
 
