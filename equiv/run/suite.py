@@ -365,8 +365,8 @@ def staged(stages, suite, stage_timeout: float, run, progress=None, beside=()) -
     was read); an exception or an interrupt kills the suite before it goes on."""
     order = [n for n in stages if n != "properties"] + (["properties"] if suite is not None else [])
     by_name, so_far = {}, []
-    alone = [n for n in order if n in beside] if len([n for n in order if n != "properties"]) > 1 else []
-    pool = ThreadPoolExecutor(len(alone), thread_name_prefix="equiv-stage") if alone else None
+    side = [n for n in order if n in beside] if len([n for n in order if n != "properties"]) > 1 else []
+    pool = ThreadPoolExecutor(len(side), thread_name_prefix="equiv-stage") if side else None
 
     def one(name, earlier):
         t0 = time.perf_counter()
@@ -375,9 +375,9 @@ def staged(stages, suite, stage_timeout: float, run, progress=None, beside=()) -
         mark(f"stage {name} end")
         return got, st, time.perf_counter() - t0
 
-    ahead: dict = {}
+    started_beside: dict = {}
     try:
-        ahead.update((name, pool.submit(one, name, [])) for name in alone)
+        started_beside.update((name, pool.submit(one, name, [])) for name in side)
         for i, name in enumerate(order):
             if progress:
                 progress(i, len(stages), name)
@@ -386,15 +386,15 @@ def staged(stages, suite, stage_timeout: float, run, progress=None, beside=()) -
                 got, st, seconds = *property_checks(suite, stage_timeout), suite.seconds
                 mark("stage properties end")
                 suite = None
-            elif name in ahead:
-                got, st, seconds = ahead.pop(name).result()
+            elif name in started_beside:
+                got, st, seconds = started_beside.pop(name).result()
             else:
                 got, st, seconds = one(name, list(so_far))
             so_far += got
             by_name[name] = (got, replace(st, seconds=round(seconds, 3)))
     finally:
         if pool is not None:                     # an exception or an interrupt: not waited for
-            pool.shutdown(wait=not ahead, cancel_futures=True)
+            pool.shutdown(wait=not started_beside, cancel_futures=True)
         if suite is not None:
             suite.kill()
     names = [n for n in stages if n in by_name]
