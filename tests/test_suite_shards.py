@@ -37,3 +37,23 @@ def test_the_suite_gets_one_thread_on_a_small_host_unless_the_caller_set_it(monk
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr(suite, "cores", lambda: 16)
     assert "OMP_NUM_THREADS" not in suite.environment("quick")
+
+
+def test_a_quick_suite_keeps_hypothesis_files_in_equivs_cache_and_a_full_one_in_its_temporary_folder(
+        tmp_path, monkeypatch):
+    """Hypothesis parses every local module's source for constants once per version of the file
+    when its folder persists (``suite.hypothesis_storage``); never the caller's folder."""
+    monkeypatch.setenv("EQUIV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("EQUIV_CACHE", "1")
+    quick = suite.hypothesis_storage("quick", str(tmp_path / "tmp"))
+    assert quick.startswith(str(tmp_path / "cache")) and "hypothesis-" in quick
+    assert suite.hypothesis_storage("full", str(tmp_path / "tmp")) == str(tmp_path / "tmp" / "hypothesis")
+    monkeypatch.setenv("EQUIV_CACHE", "0")
+    assert suite.hypothesis_storage("quick", str(tmp_path / "tmp")) == str(tmp_path / "tmp" / "hypothesis")
+    options = RunOptions.make("torch_sampler", op="verify", device="cpu", budget="quick", seed=0)
+    monkeypatch.setenv("EQUIV_CACHE", "1")
+    monkeypatch.chdir(tmp_path)
+    got, stage = suite.property_checks(suite.start_properties(options, stage_timeout=300, select="not verify_statistics"),
+                                       300)
+    assert stage.status == "pass" and not (tmp_path / ".hypothesis").exists()
+    assert list((tmp_path / "cache").glob("hypothesis-*/constants/*"))      # what it parsed, kept

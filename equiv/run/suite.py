@@ -13,7 +13,8 @@ Plan
   and ``-p equiv.properties.conftest`` loads the suite's own as a plugin;
   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` with ``-p hypothesispytest -p equiv.pytest.plugin`` loads exactly
   the plugins the suite needs; ``PYTEST_ADDOPTS``/``PYTEST_PLUGINS`` are dropped;
-  ``-p no:cacheprovider`` and a temporary ``HYPOTHESIS_STORAGE_DIRECTORY`` leave no
+  ``-p no:cacheprovider`` and ``HYPOTHESIS_STORAGE_DIRECTORY`` (``hypothesis_storage``: a folder
+  of equiv's disk cache for a quick suite, a temporary one otherwise) leave no
   ``.pytest_cache`` or ``.hypothesis`` behind in the caller's folder.
 - The suite is named ``--pyargs equiv.properties``: the installed package, or the checkout.
 - The child runs in its own process group; a time-out or an interrupt of the caller kills the
@@ -33,6 +34,7 @@ Plan
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -49,6 +51,7 @@ from importlib.util import find_spec
 
 import numpy as np
 
+from equiv import disk_cache
 from equiv.checks import Check, Stage, stage_of
 from equiv.memory import admit, allocator_environment
 from equiv.run.faults import note
@@ -89,6 +92,31 @@ def environment(budget: str, base=None, storage: str | None = None) -> dict:
     if storage:
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = storage
     return env
+
+
+def hypothesis_storage(budget: str, tmp: str) -> str:
+    """Where the suite's Hypothesis keeps its files: never the caller's folder. A quick suite
+    (its profile keeps no example database: ``equiv.pytest.profiles``) uses a folder of equiv's
+    disk cache (``equiv.disk_cache``), where Hypothesis keeps what it reads from the source of
+    every local module it sees (its constants, parsed once per version of each file; the same
+    constants either way, so the same examples); a full suite, whose profile may keep failing
+    examples, and any run with the disk cache off use a folder of ``tmp``, removed after the run."""
+    if budget == "quick" and disk_cache.enabled():
+        try:
+            version = hashlib.sha256(f"{sys.version}|{_hypothesis_version()}".encode()).hexdigest()[:16]
+            return str(disk_cache.root() / f"hypothesis-{version}")
+        except (OSError, RuntimeError, KeyError):    # no home folder: a temporary one
+            pass
+    return os.path.join(tmp, "hypothesis")
+
+
+def _hypothesis_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("hypothesis")
+    except Exception:                            # noqa: BLE001 - not installed: the suite says so itself
+        return "?"
 
 
 def repro_line(args, budget: str) -> str:
@@ -147,7 +175,7 @@ class SuiteHandle:
         # stages run would stop the suite at its first 64 KiB of output
         self._out = open(os.path.join(self._tmp.name, "output.txt"), "w+", errors="replace")
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=environment(budget, storage=os.path.join(self._tmp.name, "hypothesis")))
+                                     env=environment(budget, storage=hypothesis_storage(budget, self._tmp.name)))
         _LIVE.add(self.proc)
         mark("suite spawned")
         self.t_end = None                        # when it ended (a watcher sees it end; read later)
