@@ -240,6 +240,11 @@ def phase_table(records: list, labels: list, ops: list) -> list:
 
 
 def _commit(tree: Path) -> str:
+    """The checkout's commit, or what it is when it is no checkout of its own (a ``git archive``
+    folder inside another checkout would otherwise show the outer one's commit)."""
+    if not (tree / ".git").exists():
+        return "a folder without git metadata (no commit of its own)"
+
     def git(*a):
         return subprocess.run(["git", "-C", str(tree), *a], capture_output=True, text=True).stdout.strip()
     head = git("rev-parse", "--short", "HEAD") or "?"
