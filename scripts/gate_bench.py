@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))                   # this checkout's equiv, installed or not
+from equiv.timeline import read as read_marks  # noqa: E402  (the marks' one reader)
 OPS = ("draft_topk", "verify", "verify_tree")
 CANDIDATES = {"draft_topk": "softmax_topk", "verify": "torch_sampler", "verify_tree": "target_only"}
 MiB = 2 ** 20
@@ -207,13 +209,13 @@ def phases(path: Path, pid: int, epoch0: float) -> dict:
     reach them (shards run side by side); the gate's own stages are those of its process, the
     property suite's excepted."""
     try:
-        lines = [ln.rstrip("\n").split(" ", 2) for ln in path.read_text().splitlines()]
+        marks = read_marks(str(path))
     except OSError:
         return {}
     got: dict = {}
-    for who, when, event in lines:
-        at = round(float(when) - epoch0, 3)
-        own = int(who) == pid
+    for who, when, event in marks:
+        at = round(when - epoch0, 3)
+        own = who == pid
         if event in ("pytest configured", "pytest tests done") or (own and event in ("suite spawned", "suite exited",
                                                                                        "command end")):
             got[event] = max(got.get(event, at), at) if event != "suite spawned" else min(got.get(event, at), at)

@@ -271,6 +271,12 @@ def start_properties(options, *, stage_timeout: float, select: str | None = None
                                   select=f"({select}) and ({part})" if select else part) for part in shards)
 
 
+def stage_limit(limit: float, timeout: float | None) -> float:
+    """The property stage's time-out: ``limit``, or four calls' ``timeout`` and two minutes when
+    that is longer (each call has its own time-out)."""
+    return limit if timeout is None else max(limit, 4 * timeout + 120)
+
+
 def start_gate_suite(target, stages, *, limit: float, timeout: float | None, select: str, make_options,
                      **options):
     """``(suite or None, stage time-out)`` for a gate of ``options["op"]``: the property suite on
@@ -279,9 +285,8 @@ def start_gate_suite(target, stages, *, limit: float, timeout: float | None, sel
     none), under ``make_options(spec, timeout=, **options)`` (``equiv.options.RunOptions.make``,
     handed down: it sits a floor above ``equiv.run``; the suite resolves the device and the op's
     options as this process does). Then the gate's admission check (``equiv.memory.admit``: a
-    device short of memory kills the suite and raises). The stage's time-out is ``limit``, or
-    four calls' ``timeout`` and two minutes when that is longer."""
-    stage_timeout = limit if timeout is None else max(limit, 4 * timeout + 120)
+    device short of memory kills the suite and raises). The stage's time-out: ``stage_limit``."""
+    stage_timeout = stage_limit(limit, timeout)
     suite = None
     if "properties" in stages:
         run = make_options(target if not callable(target) else None, timeout=timeout, **options)

@@ -38,7 +38,7 @@ import time
 
 from equiv.memory import admit
 from equiv.options import DEFAULT_VOCAB
-from equiv.run.suite import start_properties
+from equiv.run.suite import stage_limit, start_properties
 from equiv.validation import check_int
 from equiv.verdict import GateResult
 
@@ -65,8 +65,7 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     plan = BUDGETS[options.budget]
     vocab = check_int("vocab", vocab, min_value=max(options.ks))
     t0 = time.perf_counter()
-    stage_timeout = plan["properties_timeout"] if options.timeout is None else max(
-        plan["properties_timeout"], 4 * options.timeout + 120)
+    stage_timeout = stage_limit(plan["properties_timeout"], options.timeout)
     # the suite first (module docstring, step 2): the device is resolved after, the same way there
     suite = None
     if "properties" in stages:
