@@ -225,3 +225,45 @@ def test_cuda_and_cuda0_are_one_runner_and_one_worker():
     assert runner_for(spec("k1_only"), "cuda:0", timeout=30) is first
     assert runner_for(spec("k1_only"), "cpu", timeout=30) is not first
     assert first.proc is None                                  # made, not started
+
+
+def test_a_worker_started_before_the_device_is_known_is_the_one_the_runner_returns(tmp_path):
+    # a gate starts the worker of a user's candidate (and of the MTP stage's lane) before it
+    # imports torch: the two imports of torch side by side, not one after the other
+    from equiv.run import load_check, prestart
+
+    prestart(spec("k1_only"), "draft_topk", timeout=30)
+    prestart(spec("k1_only"), "draft_topk", timeout=30, lane="mtp")
+    prestart(spec("k1_only"), "draft_topk", timeout=30)           # asked again: still one
+    prestart("softmax_topk", "draft_topk", timeout=30)             # ours, in this process: none
+    from equiv.run import supervisor
+    started = dict(supervisor._PRESTARTED)
+    assert len(started) == 2 and all(r.proc is not None and r.device is None for r in started.values())
+    runner = runner_for(spec("k1_only"), "cpu", timeout=30)
+    assert runner in started.values() and runner.device == "cpu"
+    assert load_check(spec("k1_only"), "cpu", timeout=30) is None    # the load's reply, read now
+    assert runner_for(spec("k1_only"), "cpu", timeout=30, lane="mtp") in started.values()
+    assert not supervisor._PRESTARTED
+    assert compare(spec("k1_only"), SMALL, 1, timeout=30).passed
+    assert runner.calls == 1 and runner.proc is not None
+
+
+def test_a_worker_started_ahead_that_no_runner_took_is_ended_when_the_gate_stops(tmp_path):
+    from equiv.run import prestart, supervisor
+    from equiv.run.suite import killed_on_error
+
+    prestart(spec("k1_only"), "draft_topk", timeout=30)
+    proc = next(iter(supervisor._PRESTARTED.values())).proc
+    with pytest.raises(KeyboardInterrupt), killed_on_error(None):
+        raise KeyboardInterrupt
+    assert not supervisor._PRESTARTED and proc.poll() is not None
+
+
+def test_a_worker_started_ahead_still_makes_an_import_that_raises_a_usage_error(tmp_path):
+    from equiv.run import load_check, prestart
+
+    bad = tmp_path / "raises_on_import.py"
+    bad.write_text("raise ImportError('no such kernel')\ndef f(logits, k):\n    return None\n")
+    prestart(f"{bad}:f", "draft_topk", timeout=30)
+    with pytest.raises(CandidateLoadError, match="no such kernel"):
+        load_check(f"{bad}:f", "cpu", timeout=30)

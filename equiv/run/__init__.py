@@ -13,7 +13,8 @@ _EXPORTS = {
     "Opaque": "equiv.run.outcome",
     "CandidateSpec": "equiv.run.spec", "as_spec": "equiv.run.spec",
     "close_all": "equiv.run.supervisor", "load_check": "equiv.run.supervisor",
-    "runner_for": "equiv.run.supervisor",
+    "runner_for": "equiv.run.supervisor", "prestart": "equiv.run.supervisor",
+    "forget_prestarted": "equiv.run.supervisor",
 }
 __all__ = sorted(_EXPORTS)
 

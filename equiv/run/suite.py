@@ -55,6 +55,7 @@ from equiv import disk_cache
 from equiv.checks import Check, Stage, stage_of
 from equiv.memory import admit, allocator_environment
 from equiv.run.faults import note
+from equiv.run.supervisor import forget_prestarted, prestart
 from equiv.timeline import mark
 
 PROFILE_OF_BUDGET = {"quick": "equiv-ci", "full": "equiv-nightly"}
@@ -284,26 +285,32 @@ def start_gate_suite(target, stages, *, limit: float, timeout: float | None, sel
     process imports torch or loads it; a callable is judged in this process and the suite gets
     none), under ``make_options(spec, timeout=, **options)`` (``equiv.options.RunOptions.make``,
     handed down: it sits a floor above ``equiv.run``; the suite resolves the device and the op's
-    options as this process does). Then the gate's admission check (``equiv.memory.admit``: a
-    device short of memory kills the suite and raises). The stage's time-out: ``stage_limit``."""
+    options as this process does). Then a user's candidate's worker starts loading it
+    (``equiv.run.supervisor.prestart``: its import of torch beside this process's) and the gate's
+    admission check runs (``equiv.memory.admit``: a device short of memory kills the suite and
+    the worker, and raises). The stage's time-out: ``stage_limit``."""
     stage_timeout = stage_limit(limit, timeout)
     suite = None
     if "properties" in stages:
         run = make_options(target if not callable(target) else None, timeout=timeout, **options)
         suite = start_properties(run, stage_timeout=stage_timeout, select=select)
     with killed_on_error(suite):
+        if not callable(target):                 # a user's candidate: its worker loads beside this process
+            prestart(target, options["op"], timeout)
         admit()
     return suite, stage_timeout
 
 
 @contextmanager
 def killed_on_error(suite):
-    """Kill ``suite`` (a started suite, or None) when the block raises (an interrupt included)."""
+    """Kill ``suite`` (a started suite, or None) and the workers started ahead that no runner took
+    (``equiv.run.supervisor.prestart``) when the block raises (an interrupt included)."""
     try:
         yield
     except BaseException:
         if suite is not None:
             suite.kill()
+        forget_prestarted()
         raise
 
 

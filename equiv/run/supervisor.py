@@ -53,6 +53,7 @@ MAX_ABNORMAL = 3
 BUILD_LIMIT_HINT = "raise it with EQUIV_BUILD_TIMEOUT_S"
 LOAD_TIMEOUT_S = 120.0                           # importing torch and the candidate's module
 _RUNNERS: dict = {}
+_PRESTARTED: dict = {}                           # (spec, folder, lane) -> a worker started by ``prestart``
 
 
 def _seconds(timeout) -> float | None:
@@ -342,7 +343,10 @@ def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: st
     key = (spec, _device_key(device), os.getcwd(), lane)
     runner = _RUNNERS.get(key)
     if runner is None:
-        if spec.trusted and not lane:
+        runner = _PRESTARTED.pop((spec, os.getcwd(), lane), None)
+        if runner is not None:                   # started before the device was resolved
+            runner.device = str(device)
+        elif spec.trusted and not lane:
             runner = _in_process(spec.load().fn, spec, str(device))
         else:
             runner = WorkerRunner(spec, str(device), timeout)
@@ -350,6 +354,33 @@ def runner_for(candidate, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: st
     if runner.isolated:
         runner.timeout = timeout
     return runner
+
+
+def prestart(candidate, op: str | None = None, timeout=DEFAULT_TIMEOUT_S, lane: str = "") -> None:
+    """Start the worker that ``runner_for(candidate, device, lane=lane)`` will return, now, before
+    this process resolves the device (a gate's start: torch is not imported yet), so that the
+    worker imports torch and the candidate while this process does the same: on a host where
+    importing torch takes 3.5 s, the two imports one after the other were 3.5 s of every gate of
+    a user's candidate, and of the draft gate's MTP stage. The first ``runner_for`` of the same
+    candidate, folder and lane takes it, on whatever device; nothing is started for a candidate
+    that runs in this process. A spec that does not parse raises, as ``runner_for`` would; a
+    load that fails is read, as before, by ``load_check`` or the first call."""
+    spec = CandidateSpec.parse(candidate, op)
+    if spec.kind == "callable" or (spec.trusted and not lane):
+        return
+    key = (spec, os.getcwd(), lane)
+    if key in _PRESTARTED or any(k[0] == spec and k[2:] == key[1:] for k in _RUNNERS):
+        return
+    runner = WorkerRunner(spec, None, timeout)
+    runner._spawn()
+    _PRESTARTED[key] = runner
+
+
+def forget_prestarted() -> None:
+    """Close the workers ``prestart`` started that no ``runner_for`` took (a gate that stopped
+    before its calls: a failed load, a device short of memory, an interrupt)."""
+    while _PRESTARTED:
+        _PRESTARTED.popitem()[1].close()
 
 
 def load_check(spec, device: str = "cpu", timeout=DEFAULT_TIMEOUT_S, op: str | None = None,
@@ -387,6 +418,7 @@ def load_target(candidate, op: str, device: str, timeout):
 
 
 def close_all() -> None:
+    forget_prestarted()
     for runner in list(_RUNNERS.values()):
         runner.close()
     _RUNNERS.clear()

@@ -2,9 +2,11 @@
 
 Plan
 ----
-1. Resolve the candidate and start its worker (``equiv.run``): a spec that does not load is a
-   usage error (exit 2) before any work; an import that exits, is killed or hangs is a failed
-   ``load`` check, and no stage runs.
+1. Resolve the candidate and start its worker (``equiv.run``; a user's candidate's, and the
+   MTP stage's own, as soon as the suite has started, before this process imports torch:
+   ``equiv.run.supervisor.prestart``): a spec that does not load is a usage error (exit 2)
+   before any stage runs; an import that exits, is killed or hangs is a failed ``load`` check,
+   and no stage runs.
 2. ``properties``: run the property suite of ``equiv.properties`` against the candidate through
    pytest in a subprocess (so the gate and ``pytest --equiv-candidate`` are one source of truth),
    and read the per-test JSON the plugin writes. Each property is one check; pytest's exit code
@@ -38,6 +40,7 @@ import time
 
 from equiv.memory import admit
 from equiv.options import DEFAULT_VOCAB
+from equiv.run import forget_prestarted, prestart
 from equiv.run.suite import stage_limit, start_properties
 from equiv.validation import check_int
 from equiv.verdict import GateResult
@@ -54,6 +57,12 @@ STAGES = ("properties", "tolerance", "mtp")
 # the property suite in two processes side by side on a host of four cores or more
 # (``equiv.run.suite.start_properties``): the call-history and equivalence properties, the rest
 SUITE_SHARDS = ("test_call_history or test_equivalence", "not (test_call_history or test_equivalence)")
+BESIDE = ("mtp",)               # stages run beside the tolerance stage (``staged``), each in a worker of its own
+
+
+def beside(stages) -> tuple:
+    """The stages of ``stages`` that run beside the tolerance stage (none without it)."""
+    return tuple(b for b in BESIDE if b in stages) if "tolerance" in stages else ()
 
 
 def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progress=None,
@@ -71,6 +80,10 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     if "properties" in stages:
         suite = start_properties(options, stage_timeout=stage_timeout, shards=SUITE_SHARDS)
     try:
+        # the candidate's workers (a user's; the MTP stage's own) load it while this process imports
+        # torch (equiv.run.supervisor.prestart); the runners take them once the device is resolved
+        for lane in ("", *beside(stages)):
+            prestart(options.spec, timeout=options.timeout, lane=lane)
         admit()                                  # the device's free memory (equiv.gate), after the suite started
         # the stages' modules import torch at their top: 2.9 s (-X importtime, busy 2-core CPU;
         # ~1.2 s idle) that the suite, started above, does not wait for
@@ -78,6 +91,11 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     except BaseException:
         if suite is not None:
             suite.kill()
+        forget_prestarted()
         raise
-    return judge(options, suite, plan=plan, stages=stages, all_stages=STAGES, vocab=vocab,
-                 stage_timeout=stage_timeout, t0=t0, progress=progress, feature_stages=feature_stages)
+    try:
+        return judge(options, suite, plan=plan, stages=stages, all_stages=STAGES, vocab=vocab,
+                     stage_timeout=stage_timeout, t0=t0, progress=progress, feature_stages=feature_stages,
+                     beside=beside(stages))
+    finally:
+        forget_prestarted()                      # a worker no stage took (a failed load, a stage not run)

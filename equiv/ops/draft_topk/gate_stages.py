@@ -28,7 +28,6 @@ from equiv.run import load_check, runner_for
 from equiv.run.suite import staged
 from equiv.verdict import GateResult, finish_stages
 
-BESIDE = ("mtp",)               # stages run beside the others (``staged``), each in a worker of its own
 
 
 def tolerance_checks(spec: str, *, ks, device: str, dtypes, batch: int, seeds: int, seed: int,
@@ -137,10 +136,11 @@ def _span(values) -> str:
 
 
 def judge(options, suite, *, plan: dict, stages, all_stages, vocab: int, stage_timeout: float, t0: float,
-          progress=None, feature_stages=None) -> GateResult:
+          progress=None, feature_stages=None, beside=()) -> GateResult:
     """The gate's stages under ``options`` while its property suite ``suite`` (None: not asked)
-    runs; ``plan`` is the budget's row of ``gate.BUDGETS``. The suite is read last, or killed if
-    this stops first."""
+    runs; ``plan`` is the budget's row of ``gate.BUDGETS``; ``beside``: the stages that run
+    beside the tolerance stage, each in a worker of its own (``gate.beside``). The suite is read
+    last, or killed if this stops first."""
     spec, ks, timeout, budget, seed = options.spec, options.ks, options.timeout, options.budget, options.seed
     dtypes = options.dtypes
     ahead = None
@@ -188,8 +188,7 @@ def judge(options, suite, *, plan: dict, stages, all_stages, vocab: int, stage_t
                                                     context=options.option("context"), lane=lane)
 
             # the MTP stage beside the tolerance stage, in a worker of its own (equiv.run.suite.staged)
-            beside = BESIDE if "tolerance" in stages else ()
-            lane = "mtp" if beside else ""
+            lane = "mtp" if "mtp" in beside else ""
             own = {"mtp": measured(run, lambda: ask_worker(runner_for(spec, device, timeout, lane=lane)))}
             rest = measured(run, lambda: ask_worker(runner))
             started, suite = suite, None         # staged reads it, or kills it on the way out

@@ -26,31 +26,37 @@ import torch
 
 def tree_layout(parents):
     """``(children [B, N, F] int64 (-1 padding), F, D)``: each node's children in node order, the
-    widest fan-out and the deepest node, from ``parents`` alone."""
+    widest fan-out and the deepest node, from ``parents`` alone. One synchronisation on a GPU (F
+    and D read together); the depths by pointer doubling, log2(N) steps instead of N."""
     B, N = parents.shape
     dev = parents.device
+    if N == 0:
+        return torch.full((B, 0, 1), -1, dtype=torch.int64, device=dev), 1, 0
     present = parents >= 0
     par = parents.clamp(min=0)
     onehot = torch.zeros(B, N, N, dtype=torch.int64, device=dev)
     onehot.scatter_(2, par.unsqueeze(-1), present.long().unsqueeze(-1))
     slot = onehot.cumsum(1).gather(2, par.unsqueeze(-1)).squeeze(-1) - 1
-    F = int(slot[present].max().item()) + 1 if bool(present.any()) else 1
-    children = torch.full((B, N, F), -1, dtype=torch.int64, device=dev)
-    b, i = torch.nonzero(present, as_tuple=True)
-    children[b, par[b, i], slot[b, i]] = i
-    depth = torch.zeros(B, N, dtype=torch.int64, device=dev)
-    depth[parents == -2] = -1
-    for _ in range(N):
-        depth = torch.where(present, depth.gather(1, par) + 1, depth)
-    D = int(depth.max().item()) if N else 0
-    return children, F, D
+    node = torch.arange(N, device=dev).expand(B, N)
+    up, steps = torch.where(present, par, node), present.long()   # a node's depth: edges up to a node without a parent
+    for _ in range(max(1, N.bit_length())):
+        steps = steps + steps.gather(1, up)
+        up = up.gather(1, up)
+    depth = steps + torch.where(parents == -2, -1, 0).gather(1, up)     # an absent node's subtree counts from -1
+    widest, D = torch.stack([slot.masked_fill(~present, -1).max(), depth.max()]).tolist()
+    F = max(int(widest) + 1, 1)
+    # each node into its parent's slot; the nodes without a parent into a column that is dropped
+    flat = torch.full((B, N * F + 1), -1, dtype=torch.int64, device=dev)
+    flat.scatter_(1, torch.where(present, par * F + slot, N * F), node)
+    return flat[:, :N * F].reshape(B, N, F), F, int(D)
 
 
 def _walk(parents, tokens, q, p, gen, rule, draw):
     """The common walk, level by level over the rows still walking: ``rule(state, child_tokens,
     valid) -> accepted slot (-1 none)``, then ``draw(state, child_tokens, valid, stop) -> token``
     on the rows that stop there (``state``: their target row ``p``, draft row ``q``, indices
-    ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw)."""
+    ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw). One
+    synchronisation a level on a GPU (how many rows move on)."""
     B, N, V = p.shape
     dev = p.device
     children, F, D = tree_layout(parents)
@@ -68,17 +74,21 @@ def _walk(parents, tokens, q, p, gen, rule, draw):
         slot = rule(state, kid_tok, valid)
         moved = slot >= 0
         nxt = kids.gather(1, slot.clamp(min=0)[:, None]).squeeze(1)
-        out[act[moved], d] = tokens[act[moved], nxt[moved]]
-        stop = ~moved
-        if bool(stop.any()):
-            n = act.shape[0]
-            sub = {k: v[stop] if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n else v
+        n = act.shape[0]
+        # the rows that move on, then those that stop, each in row order (a stable sort)
+        order = torch.sort((~moved).to(torch.uint8), stable=True).indices
+        m = int(moved.sum())
+        go, stay = order[:m], order[m:]
+        act_go, nxt_go = act[go], nxt[go]
+        out[act_go, d] = tokens[act_go, nxt_go]
+        if m < n:
+            sub = {k: v[stay] if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n else v
                    for k, v in state.items()}
-            out[act[stop], d] = draw(sub, kid_tok[stop], valid[stop], stop[stop])
+            out[act[stay], d] = draw(sub, kid_tok[stay], valid[stay], torch.ones(n - m, dtype=torch.bool, device=dev))
         if d + 1 <= D:
-            path[act[moved], d + 1] = nxt[moved]
-        act, cur = act[moved], nxt[moved]
-        if act.numel() == 0:
+            path[act_go, d + 1] = nxt_go
+        act, cur = act_go, nxt_go
+        if m == 0:
             break
     return path, out
 
@@ -101,12 +111,10 @@ def _sample(weights, gen):
 
 def _zero(w, kid_tok, mask):
     """``w`` (a copy) with the tokens ``kid_tok[mask]`` set to 0 (per row)."""
-    # only the masked entries are written (all with 0): an unused slot's padding token may equal a
-    # tried child's token, and a write of its own value could undo the zero
-    out = w.clone()
-    b, k = mask.nonzero(as_tuple=True)
-    out[b, kid_tok[b, k]] = 0
-    return out
+    # a product with 0 where masked and 1 elsewhere: an unused slot's padding token may equal a
+    # tried child's token, and the product keeps the zero in any order (no synchronisation)
+    keep = (~mask).expand_as(kid_tok).to(w.dtype)
+    return w.clone().scatter_reduce_(1, kid_tok, keep, reduce="prod")
 
 
 def greedy(parents, draft_token_ids, draft_probs, target_probs, generator):
