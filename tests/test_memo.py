@@ -76,3 +76,28 @@ def test_a_call_that_raises_leaves_no_entry_and_its_waiter_gets_it():
     with pytest.raises(ValueError):
         bad(1)                                   # no entry was left: made again
     assert calls == [1, 1]
+
+
+def test_the_entries_are_bounded_by_their_bytes_and_the_newest_stays():
+    import numpy as np
+
+    from equiv.memo import nbytes
+
+    calls = []
+
+    @memo(24, max_bytes=1000)
+    def law(n):
+        calls.append(n)
+        return {"table": np.zeros(n, dtype=np.uint8), "meta": (np.zeros(1, dtype=np.uint8), "name")}
+
+    law(400), law(401), law(402)                 # 1206 bytes: 400 goes first
+    law(401), law(402)
+    assert calls == [400, 401, 402]
+    law(400)
+    assert calls[-1] == 400                      # made again
+    law(5000)                                    # alone past the bound: kept, the others go
+    law(5000)
+    assert calls[-1] == 5000 and calls.count(5000) == 1
+    law(401)
+    assert calls[-1] == 401 and calls.count(401) == 2
+    assert nbytes(type("Bank", (), {})) == 0 and nbytes([np.zeros(3), {"a": np.zeros(2)}]) == 40

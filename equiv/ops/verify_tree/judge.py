@@ -72,6 +72,7 @@ FAMILY_ALPHA = 1e-4
 SHARE = {"pit": 0.2, "score": 0.2, "joint": 0.2, "exhaustive": 0.2, "tail": 0.2}
 EXHAUSTIVE_FLOOR = 0.005
 EXHAUSTIVE_MAX_CELLS = 4096
+TABLE_BYTES = 128 * 2 ** 20                 # the sorted target tables kept, as made (recipes.MODEL_BYTES)
 _SALT = 4099
 
 
@@ -365,7 +366,7 @@ def _target_fn(m):
     return target
 
 
-@memo(24)
+@memo(24, max_bytes=TABLE_BYTES)
 def _tables(family, seed, vocab):
     return sorted_table(tree_model(family, seed, vocab).target)
 

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from equiv import disk_cache
+from equiv.memo import memo
 from equiv.ops.verify.recipes import cdf_draw
 from equiv.errors import InvalidArgument
 from equiv.recipe_text import RecipeText, choice, integer
@@ -83,6 +84,10 @@ CONSTRUCTIONS = ("topk", "iid", "wor")
 # Families that break the input contract on purpose (module docstring), family -> why: none.
 OUTSIDE_CONTRACT: dict = {}
 BANK = 16
+# the banks kept in memory, counted as made (their CDFs and orders, made on use, about double it):
+# at V = 151936 a bank is 56 MiB, and the quick plan of a verifier that declares ``drafts =
+# "any"`` (every construction) reads 132 banks
+MODEL_BYTES = 192 * 2 ** 20
 # the disk cache of the banks (equiv.disk_cache): what draws them and the family's names
 CACHE_TAG, CACHE_SOURCES = "verify_tree", ("equiv.ops.verify_tree.recipes",)
 _P = 2 ** 31 - 1
@@ -259,7 +264,7 @@ def _sparse(rng, K, V):
     return target, draft
 
 
-@functools.lru_cache(maxsize=24)           # a calibration cycles 3 seeds x 6 families
+@memo(24, max_bytes=MODEL_BYTES)            # a calibration cycles 3 seeds x 6 families
 def tree_model(family: str, seed: int, vocab: int) -> TreeModel:
     """The bank of ``(family, seed, vocab)``: its float32 laws from the disk cache
     (``equiv.disk_cache``: 1-2 s of NumPy a plan, in the gate's process and again in its
