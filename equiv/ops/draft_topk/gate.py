@@ -41,7 +41,7 @@ import time
 from equiv.memory import admit
 from equiv.options import DEFAULT_VOCAB
 from equiv.run import forget_prestarted, prestart
-from equiv.run.suite import stage_limit, start_properties
+from equiv.run.suite import killed_on_error, stage_limit, start_properties
 from equiv.validation import check_int
 from equiv.verdict import GateResult
 
@@ -79,23 +79,19 @@ def run_draft_gate(options, *, stages=STAGES, vocab: int = DEFAULT_VOCAB, progre
     suite = None
     if "properties" in stages:
         suite = start_properties(options, stage_timeout=stage_timeout, shards=SUITE_SHARDS)
-    try:
+    aside = beside(stages)
+    with killed_on_error(suite):
         # the candidate's workers (a user's; the MTP stage's own) load it while this process imports
         # torch (equiv.run.supervisor.prestart); the runners take them once the device is resolved
-        for lane in ("", *beside(stages)):
+        for lane in ("", *aside):
             prestart(options.spec, timeout=options.timeout, lane=lane)
         admit()                                  # the device's free memory (equiv.gate), after the suite started
         # the stages' modules import torch at their top: 2.9 s (-X importtime, busy 2-core CPU;
         # ~1.2 s idle) that the suite, started above, does not wait for
         from equiv.ops.draft_topk.gate_stages import judge
-    except BaseException:
-        if suite is not None:
-            suite.kill()
-        forget_prestarted()
-        raise
     try:
         return judge(options, suite, plan=plan, stages=stages, all_stages=STAGES, vocab=vocab,
                      stage_timeout=stage_timeout, t0=t0, progress=progress, feature_stages=feature_stages,
-                     beside=beside(stages))
+                     beside=aside)
     finally:
         forget_prestarted()                      # a worker no stage took (a failed load, a stage not run)
