@@ -163,18 +163,27 @@ class CheckRun:
 @dataclass(frozen=True)
 class Case:
     """One recipe of a verifier op's plan: ``calls`` seeded calls from ``seed`` on (``seeds``: then
-    the first seed again, the replay); ``statistical`` when its outputs feed the statistical tests;
-    ``purpose`` what the plan drew it for (the op's ``space.PURPOSES``)."""
+    the first seed again, the replay, unless ``replay`` is off); ``statistical`` when its outputs
+    feed the statistical tests; ``purpose`` what the plan drew it for (the op's
+    ``space.PURPOSES``). ``replay=False`` is for a plan's parts after the first (recipes that
+    differ from it only in ``part``: fresh drafts of the same size and calling): the first part's
+    replay judges "same seed, same output" for them all, and a replay call per part had doubled
+    the chain's power case on a GPU (32 parts of 4096 rows at V = 129280)."""
 
     recipe: object
     calls: int
     seed: int
     statistical: bool = False
     purpose: str = ""
+    replay: bool = True
 
     @property
     def seeds(self) -> tuple:
-        return tuple(range(self.seed, self.seed + self.calls)) + (self.seed,)   # last: the replay
+        return tuple(range(self.seed, self.seed + self.calls)) + ((self.seed,) if self.replay else ())
+
+    def judged(self, outputs):
+        """``outputs`` (one per seed of ``seeds``) less the replay's: what the statistics read."""
+        return outputs[:-1] if self.replay else outputs
 
 
 class JudgeVerdict:

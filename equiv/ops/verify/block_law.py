@@ -50,10 +50,11 @@ def exact_eligible(recipe) -> bool:
 def sequences(case, draws, seed):
     """``(seq, level)`` of ``continued`` for the case's outputs (a generator of the case's own:
     the same whenever and wherever it is computed), or None where its layout is broken."""
-    if not draws.ok or not len(draws.outputs) or layout_problem(case.recipe, draws.outputs[:-1]):
+    outs = case.judged(draws.outputs)
+    if not draws.ok or not len(outs) or layout_problem(case.recipe, outs):
         return None
     rng = np.random.default_rng([seed, _SALT, case.seed])
-    seq, level = continued(case.recipe, draws.outputs[:-1], rng)
+    seq, level = continued(case.recipe, outs, rng)
     return seq, level
 
 

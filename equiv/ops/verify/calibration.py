@@ -157,15 +157,17 @@ def run_calibration(fn, cases, runs: int, *, device: str, seed: int = 0, chunk: 
             for case in cases:
                 # The replay (the last seed) is the contract's check, not the statistics': one
                 # call per seed here, its first output stands in for the replay (our samplers).
-                k = len(case.seeds) - 1
+                k = case.calls
                 seeds = [s + (seed + r) * _RUN_STRIDE for r in span for s in case.seeds[:k]]
                 got = _draw(fn, device, case.recipe, seeds, guarded)
                 for i, r in enumerate(span):
                     outs = got["outputs"][i * k:(i + 1) * k]
                     problem = got["problem"] if len(outs) < k else None
-                    outs = np.concatenate([outs, outs[:1]]) if len(outs) else outs
+                    again = case.replay and len(outs)
+                    outs = np.concatenate([outs, outs[:1]]) if again else outs
                     mine = seeds[i * k:(i + 1) * k]
-                    per_run[i].append(Draws(str(case.recipe), tuple(mine + mine[:1]), outs, problem))
+                    per_run[i].append(Draws(str(case.recipe), tuple(mine + mine[:1] if again else mine), outs,
+                                            problem))
             jobs = [(cases, per_run[i], seed + r, law) for i, r in enumerate(span)]
             if pool:                              # judged while the next chunk draws
                 pending.append(pool.map_async(_judge_run, jobs))

@@ -174,7 +174,8 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
         if drafts == "fixed":
             fields.pop("part", None)
         recipe = VerifyRecipe(seed=first_part, drafts=drafts, **fields)
-        cases.append(Case(recipe, 1, 1000 * (seed + i), statistical=True, purpose=purpose))
+        cases.append(Case(recipe, 1, 1000 * (seed + i), statistical=True, purpose=purpose,
+                          replay=part <= 1 or drafts == "fixed"))       # part 1's replay stands for them
     i = start + len(cases)
     cases.append(Case(VerifyRecipe(seed=seed + i, **_independence(rng_of(99), scale)), 2, 1000 * (seed + i),
                       purpose="independence"))
@@ -192,8 +193,8 @@ def power_cases(budget: str = "quick", seed: int = 0, index: int = 0, law: str =
     recipe = VerifyRecipe(seed=seed + index, batch=rows, **_POWER_RECIPE)
     if check_choice("law", law, LAWS) == "token":
         return [Case(recipe, parts, 1000 * (seed + index), statistical=True)]
-    return [Case(recipe.with_(drafts="sampled", part=k + 1), 1, 1000 * (seed + index) + k, statistical=True)
-            for k in range(parts)]
+    return [Case(recipe.with_(drafts="sampled", part=k + 1), 1, 1000 * (seed + index) + k, statistical=True,
+                 replay=k == 0) for k in range(parts)]      # part 1's replay stands for them all (Case)
 
 
 def plan(budget: str = "quick", seed: int = 0, parts=("contract", "statistics"), law: str = "lossless",

@@ -192,10 +192,11 @@ def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0
                 r = r.with_(family="onehot_target")
             if c in ("iid", "wor") and calls > 1:
                 # drawn trees: the law holds on average over the drafts, so every call gets trees
-                # of its own (a recipe seed of its own); one recipe called again would judge the
-                # law given one draw of trees, which a lossless iid / wor verifier need not keep
-                out += [Case(r.with_(seed=r.seed + 7919 * k) if k else r, 1, 1000 * seed + 100 * i + k,
-                             statistical=True, purpose=purpose) for k in range(calls)]
+                # of its own (a part of its own, over the same bank: recipes.py); one recipe called
+                # again would judge the law given one draw of trees, which a lossless iid / wor
+                # verifier need not keep
+                out += [Case(r.with_(part=k) if k else r, 1, 1000 * seed + 100 * i + k, statistical=True,
+                             purpose=purpose, replay=k == 0) for k in range(calls)]
                 continue
             out.append(Case(r, calls, 1000 * seed + 100 * i, statistical=True, purpose=purpose))
     return out

@@ -1,7 +1,7 @@
 """Input recipes of the tree verifier: a path-dependent target, a draft model and drafted trees.
 
 Plan. A ``TreeRecipe`` (family, seed, batch, vocab, nodes, depth, fanout, drafts, ragged, probs,
-holes, eagle)
+problems, holes, eagle, part)
 is what ``REPRO:`` lines carry (``realistic:seed=3,batch=64,vocab=129280,nodes=8,depth=3``);
 ``build(device)`` turns it into the verifier's four inputs ``(parents [B, N] int64,
 draft_token_ids [B, N] int64, draft_probs [B, N, V] float32 or None, target_probs [B, N, V]
@@ -56,6 +56,11 @@ the lowest index); ``iid`` drawn from ``q`` with replacement (SpecInfer); ``wor`
 replacement (recursive rejection sampling). ``probs=0`` passes ``draft_probs = None`` (a
 deterministic drafter's call). ``problems=P`` (0: every row its own) makes row ``b`` a copy of row
 ``b % P`` (tree, tokens and targets): rows of identical inputs, for the independence check.
+``part=K`` (0: none) draws the trees (shapes, tokens, holes) afresh over the same models: the
+bank is ``(family, seed, vocab)``'s whatever the part, so the calls of an ``iid`` / ``wor``
+slot, each of its own trees (the law holds on average over them), share one bank and its
+judge's tables instead of making one each (the quick plan of a verifier that declares ``drafts
+= "any"`` made 132 banks, 70 s of its 250 s on the 2-core CPU).
 
 *The input contract* (docs/trust.md), which every family keeps (``OUTSIDE_CONTRACT`` is empty;
 tests/test_input_contract.py audits every recipe the gate draws): each row of ``target_probs``
@@ -93,7 +98,7 @@ CACHE_TAG, CACHE_SOURCES = "verify_tree", ("equiv.ops.verify_tree.recipes",)
 _P = 2 ** 31 - 1
 _M = 1000003
 _MIX = 2654435761
-_SALT_SHAPE, _SALT_TOKENS, _SALT_BANK, _SALT_HOLES = 101, 103, 107, 109
+_SALT_SHAPE, _SALT_TOKENS, _SALT_BANK, _SALT_HOLES, _SALT_PART = 101, 103, 107, 109, 113
 SPARSE_SUPPORT = (200, 401)                # the sparse family's tokens per law: a draw in [200, 400]
 
 
@@ -116,6 +121,7 @@ class TreeRecipe(RecipeText):
     problems: int = integer(0, min=0)
     holes: int = integer(0, min=0, max=1)
     eagle: int = integer(0, min=0, max=1)
+    part: int = integer(0, min=0)
 
     def __post_init__(self):
         super().__post_init__()
@@ -353,6 +359,13 @@ class Trees:
         return ((s[:, :, 1:] == s[:, :, :-1]) & (s[:, :, 1:] >= 0)).any((1, 2))
 
 
+def _rng(r: TreeRecipe, *salt) -> np.random.Generator:
+    """The generator of one draw of ``r``'s trees: ``[seed, *salt]``, or ``[seed, _SALT_PART,
+    part, *salt]`` where ``part`` asks for trees of their own (module docstring; a part after the
+    salt would meet ``[seed, salt, n, 0]``: NumPy's seeds ignore trailing zeros)."""
+    return np.random.default_rng([r.seed, _SALT_PART, r.part, *salt] if r.part else [r.seed, *salt])
+
+
 def _shape(rng, n_nodes, depth, fanout):
     parents = [-1]
     depths = [0]
@@ -374,7 +387,7 @@ def _row_shapes(r: TreeRecipe) -> tuple:
     """The shape of each row's tree as drafted (not ``eagle``), before ``holes`` places it:
     ``parents`` and ``depth`` ``[B, N]``, absent nodes at the end (-2 and -1)."""
     B, N = r.batch, r.nodes
-    rng = np.random.default_rng([r.seed, _SALT_SHAPE])
+    rng = _rng(r, _SALT_SHAPE)
     parents = np.full((B, N), -2, dtype=np.int64)
     depth = np.full((B, N), -1, dtype=np.int64)
     shapes: dict = {}
@@ -382,7 +395,7 @@ def _row_shapes(r: TreeRecipe) -> tuple:
         n_b = int(rng.integers(1, N + 1)) if r.ragged or r.holes else N
         key = (n_b, int(rng.integers(0, 4)))       # a few shapes per size, shared by rows: fast
         if key not in shapes:
-            shapes[key] = _shape(np.random.default_rng([r.seed, _SALT_SHAPE, *key]), n_b, r.depth, r.fanout)
+            shapes[key] = _shape(_rng(r, _SALT_SHAPE, *key), n_b, r.depth, r.fanout)
         p, d = shapes[key]
         parents[b, :len(p)] = p
         depth[b, :len(d)] = d
@@ -417,7 +430,7 @@ def make_trees(r: TreeRecipe) -> Trees:
         return _placed(_eagle_trees(r, m), r)
     B, N, V = r.batch, r.nodes, r.vocab
     parents, depth = _row_shapes(r)
-    trng = np.random.default_rng([r.seed, _SALT_TOKENS])
+    trng = _rng(r, _SALT_TOKENS)
     tokens = np.full((B, N), V - 1, dtype=np.int64)
     tokens[:, 0] = trng.integers(0, V, B)
     state = np.zeros((B, N), dtype=np.int64)
@@ -445,7 +458,7 @@ def _placed(tree, r: TreeRecipe) -> Trees:
     parents, tokens, state, depth = tree
     if r.holes:
         B, N = parents.shape
-        rng = np.random.default_rng([r.seed, _SALT_HOLES])
+        rng = _rng(r, _SALT_HOLES)
         place = np.full((B, N), -1, dtype=np.int64)
         n = (parents != -2).sum(1)
         for b in range(B):
@@ -469,7 +482,7 @@ def _eagle_trees(r: TreeRecipe, m):
     is at most its parent's, so the kept set holds every kept node's parent), in level order.
     Returns compact ``(parents, tokens, state, depth)``."""
     B, N, D, F = r.batch, r.nodes, r.depth, min(r.fanout, r.vocab)
-    trng = np.random.default_rng([r.seed, _SALT_TOKENS])
+    trng = _rng(r, _SALT_TOKENS)
     root = trng.integers(0, r.vocab, B)
     cum, par, tok = [np.ones((B, 1))], [np.full((B, 1), -1)], [root[:, None]]
     st, lvl = [m.start(root)[:, None]], [np.zeros((B, 1), dtype=np.int64)]

@@ -1,0 +1,72 @@
+"""Parts of one case (recipes that differ only in ``part``: fresh drafts of the same size and
+calling) replay once: the first part's replay judges "same seed, same output" for them all.
+
+Test plan: the chain's GPU plan and power case, and the tree plan of a verifier that declares
+``drafts = "any"``, replay the first part only, and every statistical row is judged once (a
+replay's outputs never reach the statistics); a sampler that ignores the generator it is given
+(torch's global generator) still FAILS ``determinism`` at the first part's replay; a tree
+recipe's part draws other trees over the same bank (the judge's tables are made once a slot).
+"""
+import numpy as np
+import torch
+
+from equiv.ops.verify.judge import run_judge
+from equiv.ops.verify.paths import torch_sampler
+from equiv.ops.verify.plans import plan, power_cases
+from equiv.ops.verify.recipes import VerifyRecipe
+from equiv.ops.verify_tree.plans import statistical_cases
+from equiv.ops.verify_tree.recipes import TreeRecipe
+from equiv.verdict import Case
+
+
+def test_only_the_first_part_of_a_case_replays():
+    cases = power_cases("quick", 0, 0, parts=4)
+    assert [c.replay for c in cases] == [True, False, False, False]
+    assert [len(c.seeds) for c in cases] == [2, 1, 1, 1]
+    gpu = plan("quick", 0, device="cuda")
+    later = [c for c in gpu if getattr(c.recipe, "part", 0) >= 2]
+    assert len(later) >= 30 and not any(c.replay for c in later)
+    assert all(c.replay for c in gpu if getattr(c.recipe, "part", 0) <= 1)
+    tree = statistical_cases("quick", "any", 0)
+    parts = [c for c in tree if c.recipe.part]
+    assert parts and not any(c.replay for c in parts)
+    assert all(c.replay for c in tree if not c.recipe.part)
+
+
+def test_judged_drops_the_replay_only_where_there_is_one():
+    outs = np.arange(6).reshape(3, 2)
+    assert Case("r", 2, 0).judged(outs).tolist() == [[0, 1], [2, 3]]
+    assert Case("r", 3, 0, replay=False).judged(outs).tolist() == outs.tolist()
+
+
+def _parts(n=3):
+    base = VerifyRecipe(family="realistic", seed=3, batch=400, n=2, vocab=40, problems=4, draft="probs",
+                        drafts="sampled")
+    return [Case(base.with_(part=k + 1), 1, 50 + k, statistical=True, replay=k == 0) for k in range(n)]
+
+
+def _global_coins(d, q, p, generator):
+    """torch_sampler drawing its coins from torch's global generator, not the one it is given."""
+    return torch_sampler(d, q, p, torch.Generator(device=p.device).manual_seed(int(torch.randint(1 << 30, ()))))
+
+
+def test_parts_pass_a_lossless_sampler_and_judge_every_row_once():
+    v = run_judge(torch_sampler, _parts(), device="cpu", spec="torch_sampler")
+    assert v.passed, v.summary()
+    assert v.calls == 4                                     # three parts, one replay
+
+
+def test_a_sampler_that_ignores_its_generator_fails_at_the_first_part_s_replay():
+    v = run_judge(_global_coins, _parts(), device="cpu", spec="global_coins")
+    assert not v.passed
+    assert "same generator seed gave" in v.summary(), v.summary()
+
+
+def test_a_tree_part_draws_other_trees_over_the_same_bank():
+    r = TreeRecipe(family="realistic", seed=4, batch=32, vocab=300, nodes=8, depth=3, fanout=3, drafts="iid",
+                   ragged=1, holes=1)
+    a, b = r.trees(), r.with_(part=1).trees()
+    assert r.model() is r.with_(part=1).model()
+    assert not np.array_equal(a.tokens, b.tokens)
+    assert np.array_equal(r.trees().tokens, a.tokens)       # a part is replayable
+    assert str(r.with_(part=2)).endswith("part=2")
