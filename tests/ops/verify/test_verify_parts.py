@@ -70,3 +70,20 @@ def test_a_tree_part_draws_other_trees_over_the_same_bank():
     assert not np.array_equal(a.tokens, b.tokens)
     assert np.array_equal(r.trees().tokens, a.tokens)       # a part is replayable
     assert str(r.with_(part=2)).endswith("part=2")
+
+
+def test_a_tree_recipe_is_built_from_its_bank_s_laws_on_the_device_as_on_the_host():
+    """``build`` gathers ``[B, N, V]`` from the bank's laws where the call runs (``_laws_on``):
+    bit for bit the host's gather, parts of one bank sharing the laws' tensors."""
+    from equiv.ops.verify_tree import recipes
+
+    r = TreeRecipe(family="peaked", seed=2, batch=40, vocab=700, nodes=10, depth=4, fanout=3, drafts="wor",
+                   ragged=1, holes=1, part=3)
+    parents, tokens, draft, target = r.build("cpu")
+    t, m = r.trees(), r.model()
+    assert torch.equal(target, torch.from_numpy(m.target32[t.index])) and target.is_contiguous()
+    assert torch.equal(draft, torch.from_numpy(m.draft32[t.index]))
+    assert torch.equal(tokens, torch.from_numpy(t.tokens)) and torch.equal(parents, torch.from_numpy(t.parents))
+    assert r.with_(part=4).build("cpu")[3].shape == target.shape
+    assert recipes._laws_on(("peaked", 2, 700), "cpu")[0] is recipes._laws_on(("peaked", 2, 700), "cpu")[0]
+    assert r.with_(probs=0).build("cpu")[2] is None
