@@ -27,6 +27,7 @@ from equiv.console import Console
 from equiv.errors import UsageError
 from equiv.memory import allocator_environment, own_process
 from equiv.run import faults
+from equiv.run.faults import Terminated, signalled
 from equiv.timeline import mark
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_NOT_JUDGED = 0, 1, 2, 3
@@ -35,10 +36,6 @@ EPILOG = ("exit codes: 0 pass; 1 a check failed (a defect of the candidate); 2 b
           "out of memory, a device busy or lost, a harness time-out; re-run); 130 SIGINT; 143 SIGTERM")
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 COMMANDS = ("paths", "check", "report", "gate", "mtp", "bench", "selftest")
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that ``finally`` blocks and atomic writes clean up."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _on_sigterm(signum, frame):
+    signalled(signum)                            # an interrupt from outside (equiv.run.faults)
     raise Terminated()
+
+
+def _on_sigint(signum, frame):
+    signalled(signum)
+    raise KeyboardInterrupt()
 
 
 def _end_now(code: int, always: bool = False) -> None:
@@ -111,14 +114,16 @@ def main(argv=None) -> int:
         mark("command start")
         allocator_environment()
         own_process()
-    previous = None
+    previous = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not where SIGINT is ignored
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
     try:
         code = _main(argv)
     finally:
-        if previous is not None:                 # main() called in-process (tests) leaves no trace
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():    # main() called in-process (tests) leaves no trace
+            signal.signal(sig, handler)
     if argv is None:                             # the command's own process: its work is done
         mark("command end")
         _end_now(code, always=True)

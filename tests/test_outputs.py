@@ -8,7 +8,8 @@ folder, a place where nothing can be created, two outputs naming one file) stops
 with exit 2 and one line before any work (the candidate writes a marker file when it is imported:
 the marker must not exist); text from a candidate with ANSI escapes, NUL and a lone surrogate is
 printed, written as JSON and as well-formed JUnit; SIGINT and SIGTERM while the MTP stage calls
-the candidate end with 130 and 143 (not an abort), and leave no output file, whole or half.
+the candidate end with 130 and 143 (not an abort), and leave no output file, whole or half; so
+do they inside a call of a built-in in the gate's own process (no FAIL of the candidate).
 """
 import json
 import os
@@ -170,6 +171,41 @@ def test_a_signal_during_the_mtp_stage_ends_cleanly(tmp_path, signum, code, word
     assert rc == code, (rc, out, err)
     assert f"equiv gate: {word}" in err and "terminate called" not in err and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["called.marker", "slow.py"]   # no output, whole or half
+
+
+def _signal_during_an_in_process_call(tmp_path, signum):
+    """A built-in verifier (called in the gate's own process) held inside its call by the test
+    hook (``EQUIV_TEST_FAULT=call=hang``) when the signal comes."""
+    marks = tmp_path / "marks"
+    env = {**os.environ, "EQUIV_TEST_FAULT": "call=hang", "EQUIV_TIMELINE": str(marks)}
+    proc = subprocess.Popen([sys.executable, "-m", "equiv", "gate", "--op", "verify", "--candidate", "torch_sampler",
+                             "--device", "cpu", "--stages", "statistics", "--json", "v.json"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and \
+            not (marks.exists() and "test hook: call hangs" in marks.read_text()):
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:            # the signal swallowed: the next call hangs again
+        proc.kill()
+        out, err = proc.communicate()
+        return None, out, err
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("signum, code, word", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_during_a_call_in_the_gate_s_process_is_no_defect_of_the_candidate(tmp_path, signum, code, word):
+    """Ctrl-C or a CI job's SIGTERM inside a built-in's call ends the command: it was once the
+    candidate's "raised Terminated" defect, a FAIL verdict of a correct verifier with its JSON."""
+    rc, out, err = _signal_during_an_in_process_call(tmp_path, signum)
+    assert rc == code, (rc, out, err)
+    assert f"equiv gate: {word}" in err and "FAIL" not in out and "Traceback" not in err, (out, err)
+    assert sorted(os.listdir(tmp_path)) == ["marks"]                    # no verdict written
 
 
 def test_a_closed_pipe_ends_quietly():

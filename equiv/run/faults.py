@@ -32,10 +32,19 @@ Plan
 - Every ``NotJudged`` line a runner meets is noted (``note``); a gate asks ``since(mark)`` which
   were noted in this process during its run, whoever's runner met them (a built-in baseline's
   too: the machine failed all the same), and the CLI which were noted during the command.
+- An interrupt from outside (``from_outside``): the CLI's SIGINT and SIGTERM handlers record
+  the signal (``signalled``) and raise ``KeyboardInterrupt`` / ``Terminated`` in the main
+  thread, which may be inside a candidate's call in this process (our own paths): there it ends
+  the command (exit 130 / 143, no verdict, no output file), and is never the candidate's
+  "interrupt" defect. A candidate that raises either itself, with no signal received, is judged
+  for it as before. (A CI job's time-out or a bench's SIGTERM once turned into a FAIL verdict of
+  a correct built-in tree verifier, with its JSON written.)
 - Test hook (tests only; documented in docs/trust.md): ``EQUIV_TEST_FAULT`` holds
   comma-separated ``key=value`` items. ``build=memory|oom|busy|hang`` makes equiv's step of
   building a call's inputs in the worker raise ``MemoryError``, ``torch.OutOfMemoryError``, a
   device-busy error, or sleep (for the harness's own time-out, ``EQUIV_BUILD_TIMEOUT_S``);
+  ``call=hang`` sleeps at the start of every call of the candidate (inside it, as its own time),
+  after the timeline mark ``test hook: call hangs`` (``equiv.timeline``);
   ``free=BYTES`` (and ``total=BYTES``) replace the memory reading, so the rule above can be
   exercised without a GPU.
 """
@@ -61,6 +70,25 @@ NOT_JUDGED_PREFIX = "was not judged: "           # a not_judged outcome's proble
 
 class NotJudged(BaseException):             # noqa: N818 - a verdict, not an error of the caller
     """The machine or the harness failed; ``str()`` is the one line saying how."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread (the CLI's handler) so that ``finally`` blocks and atomic
+    writes clean up."""
+
+
+_SIGNALS: list = []                              # the signals this process received (the CLI's handlers)
+
+
+def signalled(signum: int) -> None:
+    """Record that this process received ``signum`` (module docstring)."""
+    _SIGNALS.append(int(signum))
+
+
+def from_outside(exc: BaseException) -> bool:
+    """True when ``exc`` is the interrupt of a signal this process received, not the candidate's
+    own (module docstring)."""
+    return bool(_SIGNALS) and isinstance(exc, (KeyboardInterrupt, Terminated))
 
 
 def _hook() -> dict:
@@ -99,6 +127,9 @@ def inject(step: str, hang: bool = True) -> None:
     if what == "busy":
         raise RuntimeError(f"CUDA error: CUDA-capable device(s) is/are busy or unavailable ({HOOK}: {step})")
     if what == "hang":
+        from equiv.timeline import mark
+
+        mark(f"test hook: {step} hangs")
         time.sleep(3600)
 
 
@@ -226,6 +257,7 @@ class Watched:
 
     def __call__(self, *args):
         reading = memory(self._device)
+        inject("call")                           # the test hook: inside the call, as its own time
         try:
             return self.__wrapped__(*args)
         except Exception as exc:

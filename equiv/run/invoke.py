@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from equiv.memory import trim
-from equiv.run.faults import NOT_JUDGED_PREFIX, NotJudged, Watched, inject, harness, harness_fault, machine_fault
+from equiv.run.faults import (NOT_JUDGED_PREFIX, NotJudged, Watched, from_outside, harness, harness_fault, inject,
+                              machine_fault)
 from equiv.run.guard import Guarded, build_inputs, first_problem
 from equiv.run.inputs import Seeded
 from equiv.run.outcome import Array, CallOutcome, Opaque, Pending, failed, noted
@@ -130,6 +131,8 @@ def invoke(fn, inputs, extra=(), *, device="cpu", state: CallState | None = None
         return failed("raised", f"raised {_first_line(exc)}", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
     except BaseException as exc:                 # noqa: B036 - the candidate may not end the run
+        if from_outside(exc):                    # Ctrl-C or SIGTERM during an in-process call: ours
+            raise
         return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
                                    f"end or interrupt the run)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
@@ -197,6 +200,8 @@ def run_probe(fn, target: str, payload, device="cpu"):
         return failed("raised", f"raised {_first_line(exc)}", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
     except BaseException as exc:                 # noqa: B036
+        if from_outside(exc):
+            raise
         return failed("interrupt", f"raised {_first_line(exc)} (a BaseException: the candidate may not "
                                    f"end or interrupt the run)", traceback=traceback.format_exc(),
                       seconds=time.perf_counter() - t0)
