@@ -69,11 +69,6 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def _on_sigint(signum, frame):
-    signalled(signum)
-    raise KeyboardInterrupt()
-
-
 def _end_now(code: int, always: bool = False) -> None:
     """After SIGINT/SIGTERM (or, ``always``, at the end of the command's own process, whose
     outputs are written): kill the suite's subprocesses and the candidate workers, flush, and
@@ -114,16 +109,15 @@ def main(argv=None) -> int:
         mark("command start")
         allocator_environment()
         own_process()
-    previous = {}
+    previous = None
     if threading.current_thread() is threading.main_thread():
-        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _on_sigterm)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not where SIGINT is ignored
-            previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        code = _main(argv)
+        with faults.interrupts_noted():          # Ctrl-C too is an interrupt from outside
+            code = _main(argv)
     finally:
-        for sig, handler in previous.items():    # main() called in-process (tests) leaves no trace
-            signal.signal(sig, handler)
+        if previous is not None:                 # main() called in-process (tests) leaves no trace
+            signal.signal(signal.SIGTERM, previous)
     if argv is None:                             # the command's own process: its work is done
         mark("command end")
         _end_now(code, always=True)

@@ -64,8 +64,10 @@ def run_gate(candidate, *, op: str = DEFAULT_OP, k=None, device: str = "auto", d
     stages = tuple(check_choices("stages", stages, the_op.stages)) if stages else the_op.stages
     start, t0 = faults.mark(), time.perf_counter()
     try:
-        result = _within_memory(options, stages, lambda: the_op.gate(options, stages=stages, vocab=vocab, progress=progress,
-                                                                feature_stages=FEATURE_STAGES))
+        with faults.interrupts_noted():          # Ctrl-C in a call of a callable in this process stops the gate
+            result = _within_memory(options, stages, lambda: the_op.gate(options, stages=stages, vocab=vocab,
+                                                                        progress=progress,
+                                                                        feature_stages=FEATURE_STAGES))
     except Exception as exc:
         line = faults.harness_fault(exc, "in the gate's process")
         if line is None:

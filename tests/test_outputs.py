@@ -216,3 +216,30 @@ def test_a_closed_pipe_ends_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 1, err      # the verdict's exit code, no traceback
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_ctrl_c_in_a_callable_s_call_stops_a_gate_run_from_the_api():
+    """A gate run from Python (a notebook, a test) with a callable, interrupted inside its call:
+    KeyboardInterrupt reaches the caller; the gate does not judge it as the callable's own
+    BaseException and go on (which it did before ``interrupts_noted``). A callable that raises
+    KeyboardInterrupt itself, with no signal, is still judged for it."""
+    import equiv
+    from equiv.ops.verify.paths import torch_sampler
+
+    def ctrl_c(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)                            # the signal's KeyboardInterrupt comes here
+        return torch_sampler(*args)
+
+    def raises(*args):
+        raise KeyboardInterrupt("mine")
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)    # as in a plain interpreter
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            equiv.gate(ctrl_c, op="verify", device="cpu", stages="statistics")
+        res = equiv.gate(raises, op="verify", device="cpu", stages="statistics")
+        assert not res.passed and "KeyboardInterrupt" in res.summary()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # left as it was
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -37,7 +37,8 @@ Plan
   thread, which may be inside a candidate's call in this process (our own paths): there it ends
   the command (exit 130 / 143, no verdict, no output file), and is never the candidate's
   "interrupt" defect. A candidate that raises either itself, with no signal received, is judged
-  for it as before. (A CI job's time-out or a bench's SIGTERM once turned into a FAIL verdict of
+  for it as before. A gate run from the API notes Ctrl-C the same way while it runs
+  (``interrupts_noted``). (A CI job's time-out or a bench's SIGTERM once turned into a FAIL verdict of
   a correct built-in tree verifier, with its JSON written.)
 - Test hook (tests only; documented in docs/trust.md): ``EQUIV_TEST_FAULT`` holds
   comma-separated ``key=value`` items. ``build=memory|oom|busy|hang`` makes equiv's step of
@@ -89,6 +90,32 @@ def from_outside(exc: BaseException) -> bool:
     """True when ``exc`` is the interrupt of a signal this process received, not the candidate's
     own (module docstring)."""
     return bool(_SIGNALS) and isinstance(exc, (KeyboardInterrupt, Terminated))
+
+
+@contextmanager
+def interrupts_noted():
+    """While the block runs in the main thread, Ctrl-C is noted (``signalled``) before its
+    ``KeyboardInterrupt`` is raised, and the notes are cleared after it: a gate run from the API
+    (a notebook, a test) that is interrupted inside a call of a callable in this process stops,
+    instead of judging the interrupt as the callable's. A handler of the caller's own, or SIGINT
+    ignored, is left as it is (the CLI's notes SIGINT and SIGTERM for the whole command)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        signalled(signum)
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _SIGNALS.clear()
 
 
 def _hook() -> dict:
