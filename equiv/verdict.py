@@ -165,10 +165,12 @@ class Case:
     """One recipe of a verifier op's plan: ``calls`` seeded calls from ``seed`` on (``seeds``: then
     the first seed again, the replay, unless ``replay`` is off); ``statistical`` when its outputs
     feed the statistical tests; ``purpose`` what the plan drew it for (the op's
-    ``space.PURPOSES``). ``replay=False`` is for a plan's parts after the first (recipes that
-    differ from it only in ``part``: fresh drafts of the same size and calling): the first part's
-    replay judges "same seed, same output" for them all, and a replay call per part had doubled
-    the chain's power case on a GPU (32 parts of 4096 rows at V = 129280)."""
+    ``space.PURPOSES``). ``replay=False`` is for a plan's parts between the first and the last
+    (recipes that differ only in ``part``: fresh drafts of the same size and calling): the first
+    and the last part's replays judge "same seed, same output" for them all (the last one sees a
+    verifier that changes after some calls of one shape, as one that captures a graph after
+    warm-up calls and then ignores the generator it is given), and a replay call per part had
+    doubled the chain's power case on a GPU (32 parts of 4096 rows at V = 129280)."""
 
     recipe: object
     calls: int

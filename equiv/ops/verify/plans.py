@@ -167,15 +167,17 @@ def statistical_cases(budget: str = "quick", seed: int = 0, start: int = 0, law:
         return np.random.default_rng([seed, _PLAN_SALT, i])
 
     gpu = str(device).startswith("cuda")
+    parts = LARGEST_PARTS_GPU if gpu else LARGEST_PARTS
     cases, first_part = [], seed
-    for i, (purpose, fields) in enumerate(_slots(rng_of, scale, LARGEST_PARTS_GPU if gpu else LARGEST_PARTS), start):
+    for i, (purpose, fields) in enumerate(_slots(rng_of, scale, parts), start):
         part = fields.get("part", 0)
         first_part = seed + i if part <= 1 else first_part    # parts 2.. share part 1's problems
         if drafts == "fixed":
             fields.pop("part", None)
         recipe = VerifyRecipe(seed=first_part, drafts=drafts, **fields)
         cases.append(Case(recipe, 1, 1000 * (seed + i), statistical=True, purpose=purpose,
-                          replay=part <= 1 or drafts == "fixed"))       # part 1's replay stands for them
+                          replay=part in (0, 1, parts) or drafts == "fixed"))   # the first and last parts'
+                                                                                  # replays stand for them (Case)
     i = start + len(cases)
     cases.append(Case(VerifyRecipe(seed=seed + i, **_independence(rng_of(99), scale)), 2, 1000 * (seed + i),
                       purpose="independence"))
@@ -194,7 +196,7 @@ def power_cases(budget: str = "quick", seed: int = 0, index: int = 0, law: str =
     if check_choice("law", law, LAWS) == "token":
         return [Case(recipe, parts, 1000 * (seed + index), statistical=True)]
     return [Case(recipe.with_(drafts="sampled", part=k + 1), 1, 1000 * (seed + index) + k, statistical=True,
-                 replay=k == 0) for k in range(parts)]      # part 1's replay stands for them all (Case)
+                 replay=k in (0, parts - 1)) for k in range(parts)]     # the first and last replay (Case)
 
 
 def plan(budget: str = "quick", seed: int = 0, parts=("contract", "statistics"), law: str = "lossless",

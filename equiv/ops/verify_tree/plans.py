@@ -196,7 +196,7 @@ def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0
                 # again would judge the law given one draw of trees, which a lossless iid / wor
                 # verifier need not keep
                 out += [Case(r.with_(part=k) if k else r, 1, 1000 * seed + 100 * i + k, statistical=True,
-                             purpose=purpose, replay=k == 0) for k in range(calls)]
+                             purpose=purpose, replay=k in (0, calls - 1)) for k in range(calls)]
                 continue
             out.append(Case(r, calls, 1000 * seed + 100 * i, statistical=True, purpose=purpose))
     return out

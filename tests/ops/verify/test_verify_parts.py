@@ -1,10 +1,13 @@
 """Parts of one case (recipes that differ only in ``part``: fresh drafts of the same size and
-calling) replay once: the first part's replay judges "same seed, same output" for them all.
+calling) replay at the first and the last part: those replays judge "same seed, same output" for
+them all.
 
 Test plan: the chain's GPU plan and power case, and the tree plan of a verifier that declares
-``drafts = "any"``, replay the first part only, and every statistical row is judged once (a
+``drafts = "any"``, replay the first and the last part only, and every statistical row is judged once (a
 replay's outputs never reach the statistics); a sampler that ignores the generator it is given
-(torch's global generator) still FAILS ``determinism`` at the first part's replay; a tree
+(torch's global generator) still FAILS ``determinism`` at the first part's replay, and one that
+does so only from its fifth call of one shape on (a graph captured after warm-up calls) at the
+last part's; a tree
 recipe's part draws other trees over the same bank (the judge's tables are made once a slot).
 """
 import numpy as np
@@ -19,18 +22,28 @@ from equiv.ops.verify_tree.recipes import TreeRecipe
 from equiv.verdict import Case
 
 
-def test_only_the_first_part_of_a_case_replays():
+def _first_and_last(n):
+    return [True] if n == 1 else [True] + [False] * (n - 2) + [True]
+
+
+def test_only_the_first_and_the_last_part_of_a_case_replay():
     cases = power_cases("quick", 0, 0, parts=4)
-    assert [c.replay for c in cases] == [True, False, False, False]
-    assert [len(c.seeds) for c in cases] == [2, 1, 1, 1]
+    assert [c.replay for c in cases] == [True, False, False, True]
+    assert [len(c.seeds) for c in cases] == [2, 1, 1, 2]
     gpu = plan("quick", 0, device="cuda")
-    later = [c for c in gpu if getattr(c.recipe, "part", 0) >= 2]
-    assert len(later) >= 30 and not any(c.replay for c in later)
-    assert all(c.replay for c in gpu if getattr(c.recipe, "part", 0) <= 1)
+    for group in ({c.recipe.problem_key() for c in gpu if getattr(c.recipe, "part", 0)}):
+        parts = sorted((c.recipe.part, c.replay) for c in gpu if getattr(c.recipe, "part", 0)
+                       and c.recipe.problem_key() == group)
+        assert [r for _, r in parts] == _first_and_last(len(parts)), parts
+    assert sum(not c.replay for c in gpu) >= 30
     tree = statistical_cases("quick", "any", 0)
-    parts = [c for c in tree if c.recipe.part]
-    assert parts and not any(c.replay for c in parts)
-    assert all(c.replay for c in tree if not c.recipe.part)
+    slots = {}
+    for c in tree:
+        if c.recipe.drafts != "topk" and c.purpose in ("small batches", "wide vocab", "eagle"):
+            slots.setdefault((c.purpose, c.recipe.drafts), []).append((c.recipe.part, c.replay))
+    assert slots
+    for got in slots.values():
+        assert [r for _, r in sorted(got)] == _first_and_last(len(got)), got
 
 
 def test_judged_drops_the_replay_only_where_there_is_one():
@@ -42,7 +55,23 @@ def test_judged_drops_the_replay_only_where_there_is_one():
 def _parts(n=3):
     base = VerifyRecipe(family="realistic", seed=3, batch=400, n=2, vocab=40, problems=4, draft="probs",
                         drafts="sampled")
-    return [Case(base.with_(part=k + 1), 1, 50 + k, statistical=True, replay=k == 0) for k in range(n)]
+    return [Case(base.with_(part=k + 1), 1, 50 + k, statistical=True, replay=k in (0, n - 1)) for k in range(n)]
+
+
+class _CapturedAfterWarmUp:
+    """torch_sampler for its first four calls of one shape, then (as a graph captured after
+    warm-up calls, its generator state baked in) coins from torch's global generator."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def __call__(self, d, q, p, generator):
+        n = self.seen[tuple(p.shape)] = self.seen.get(tuple(p.shape), 0) + 1
+        return torch_sampler(d, q, p, generator if n < 5 else _global(p))
+
+
+def _global(p):
+    return torch.Generator(device=p.device).manual_seed(int(torch.randint(1 << 30, ())))
 
 
 def _global_coins(d, q, p, generator):
@@ -53,11 +82,20 @@ def _global_coins(d, q, p, generator):
 def test_parts_pass_a_lossless_sampler_and_judge_every_row_once():
     v = run_judge(torch_sampler, _parts(), device="cpu", spec="torch_sampler")
     assert v.passed, v.summary()
-    assert v.calls == 4                                     # three parts, one replay
+    assert v.calls == 5                                     # three parts, the first and the last replayed
 
 
 def test_a_sampler_that_ignores_its_generator_fails_at_the_first_part_s_replay():
     v = run_judge(_global_coins, _parts(), device="cpu", spec="global_coins")
+    assert not v.passed
+    assert "same generator seed gave" in v.summary(), v.summary()
+
+
+def test_a_sampler_that_changes_after_warm_up_calls_fails_at_the_last_part_s_replay():
+    """Part 1 (a call on other contents where its history asks, the call, its replay) is within
+    the warm-up calls; the later parts run 'captured': only the last part's replay sees it (the
+    first part's alone, as 810d96c had it, passed this sampler)."""
+    v = run_judge(_CapturedAfterWarmUp(), _parts(5), device="cpu", spec="captured_after_warm_up")
     assert not v.passed
     assert "same generator seed gave" in v.summary(), v.summary()
 
