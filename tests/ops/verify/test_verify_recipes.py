@@ -115,7 +115,9 @@ def test_a_gpu_plan_adds_the_power_case_and_more_calls_at_the_largest_vocabulari
     assert {str(c.recipe.with_(part=1)) for c in largest(gpu)} == {str(largest(cpu)[0].recipe)}
     assert len({c.seed for c in largest(gpu)}) == LARGEST_PARTS_GPU          # fresh draws in each call
     same = cpu.index(largest(cpu)[-1]) + 1
-    assert gpu[:same] == cpu[:same]
+    assert [(c.recipe, c.seed) for c in gpu[:same]] == [(c.recipe, c.seed) for c in cpu[:same]]
+    for plan in (cpu, gpu):                     # the first and the last part replay (Case.replay)
+        assert [c.replay for c in largest(plan)] == [True] + [False] * (len(largest(plan)) - 2) + [True]
     assert len(gpu) == len(cpu) + LARGEST_PARTS_GPU - LARGEST_PARTS + parts
     extra = gpu[-parts:]
     assert {c.recipe.part for c in extra} == set(range(1, parts + 1))
