@@ -68,7 +68,7 @@ def independence_tests(cases_draws, alpha: float = INDEPENDENCE_ALPHA) -> list:
     """``[(case, test dict)]`` of every eligible case (``eligible``), Bonferroni over all tests."""
     raw = []
     for case, draws in cases_draws:
-        outs = draws.outputs[:-1]                               # the last call is the replay
+        outs = case.judged(draws.outputs)                       # less the replay (Case.judged)
         for label, (same, crossed) in _units(case.recipe, outs).items():
             if same.size >= MIN_UNITS:
                 raw.append((case, swap_sign_test(label, same, crossed)))
