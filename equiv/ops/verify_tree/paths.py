@@ -98,23 +98,30 @@ def _sample(weights, gen):
     uniformly, a legal fallback never used by a lossless rule): the inverse of the row's float64
     cumulative sum at one uniform per row. One pass over the row (``torch.multinomial`` took 78 ms
     a call over the CPU tree gate's rows, 31 s of a 117 s gate on a busy 2-core host)."""
-    w = weights.clamp(min=0).double()
-    cum = w.cumsum(1)
+    V = weights.shape[1]
+    cum = weights.clamp(min=0).double().cumsum_(1)
     total = cum[:, -1:]
-    dead = total <= 0
-    cum = torch.where(dead, torch.arange(1, w.shape[1] + 1, device=w.device, dtype=w.dtype).expand_as(w), cum)
-    total = cum[:, -1:]
-    u = torch.rand(w.shape[0], 1, generator=gen, device=w.device, dtype=w.dtype) * total
-    u = torch.minimum(u, torch.nextafter(total, torch.zeros_like(total)))      # u < total: a positive weight
-    return torch.searchsorted(cum, u, right=True).squeeze(1).clamp(max=w.shape[1] - 1)
+    r = torch.rand(weights.shape[0], 1, generator=gen, device=weights.device, dtype=torch.float64)
+    u = torch.minimum(r * total, torch.nextafter(total, torch.zeros_like(total)))   # u < total: a positive weight
+    got = torch.searchsorted(cum, u, right=True).squeeze(1).clamp(max=V - 1)
+    # a dead row: the token under ``r`` of the uniform law, as the cumulative sum 1..V would give
+    # it (no [B, V] of that sum made for every row)
+    uniform = (r.squeeze(1) * V).floor().long().clamp(max=V - 1)
+    return torch.where(total.squeeze(1) <= 0, uniform, got)
 
 
 def _zero(w, kid_tok, mask):
     """``w`` (a copy) with the tokens ``kid_tok[mask]`` set to 0 (per row)."""
+    return _zero_(w.clone(), kid_tok, mask)
+
+
+def _zero_(w, kid_tok, mask):
+    """``_zero`` in place, on a ``w`` the caller owns (a copy a child, [B, V] float64, was most of
+    ``eagle_onehot``'s time at V ~ 150000)."""
     # a product with 0 where masked and 1 elsewhere: an unused slot's padding token may equal a
     # tried child's token, and the product keeps the zero in any order (no synchronisation)
     keep = (~mask).expand_as(kid_tok).to(w.dtype)
-    return w.clone().scatter_reduce_(1, kid_tok, keep, reduce="prod")
+    return w.scatter_reduce_(1, kid_tok, keep, reduce="prod")
 
 
 def greedy(parents, draft_token_ids, draft_probs, target_probs, generator):
@@ -163,9 +170,10 @@ def target_only_rule(generator):
     """The target-only walk's choice among a node's children: one uniform per row against the
     running sum of the target's (renormalised) mass on the valid children, in their order."""
     def rule(s, kid_tok, valid):
-        p = s["p"] / s["p"].sum(1, keepdim=True)
+        p = s["p"]
         u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
-        cum = (p.gather(1, kid_tok) * valid.double()).cumsum(1)
+        # the children's renormalised mass (each gathered element divided: not the whole row)
+        cum = (p.gather(1, kid_tok) / p.sum(1, keepdim=True) * valid.double()).cumsum(1)
         return _first(valid & (u[:, None] < cum))
     return rule
 
@@ -183,7 +191,7 @@ def eagle_onehot(parents, draft_token_ids, draft_probs, target_probs, generator)
     def rule(s, kid_tok, valid):
         chosen, s["residual"] = _children_in_turn(
             kid_tok, valid, s["p"].clone(), lambda B: _uniform(generator, B, kid_tok.device),
-            accept=lambda u, p, tok: u * p.sum(1) < p.gather(1, tok).squeeze(1), rejected=_zero)
+            accept=lambda u, p, tok: u * p.sum(1) < p.gather(1, tok).squeeze(1), rejected=_zero_)
         return chosen
 
     def draw(s, kid_tok, valid, stop):

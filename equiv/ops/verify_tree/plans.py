@@ -174,6 +174,20 @@ def _slots(rng_of, scale: int, device: str = "cpu") -> list:
     return out
 
 
+def same_inputs_as(r: TreeRecipe) -> TreeRecipe:
+    """The recipe of another construction whose calls are ``r``'s, bit for bit (the same inputs
+    built, the same generators): trees of the root alone have no child to draft, so every
+    construction's are ``topk``'s; a node's only child is drawn from ``q`` alike with or without
+    replacement, so ``wor`` trees of fan-out 1 are ``iid``'s. ``r`` itself otherwise. A verifier
+    that declares ``any`` is not called twice for the same inputs (tests/ops/verify_tree:
+    the recipes build equal tensors)."""
+    if r.depth == 0:
+        return r.with_(drafts="topk")
+    if r.fanout == 1 and r.drafts == "wor":
+        return r.with_(drafts="iid")
+    return r
+
+
 def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0, targets: str = "any",
                       device: str = "cpu") -> list:
     """The statistical cases of a budget, drawn per ``seed`` from the named dimensions (module
@@ -186,10 +200,14 @@ def statistical_cases(budget: str = "quick", drafts: str = "topk", seed: int = 0
 
     out = []
     for i, (purpose, fields, calls) in enumerate(_slots(rng_of, scale, device)):
+        made = set()
         for c in constructions_of(drafts):
             r = for_construction(TreeRecipe(seed=seed, **fields), c)
             if targets == "onehot" and r.family != "onehot_target":
                 r = r.with_(family="onehot_target")
+            if same_inputs_as(r) in made:
+                continue        # an earlier construction's cases of this slot: the same calls again
+            made.add(r)
             if c in ("iid", "wor") and calls > 1:
                 # drawn trees: the law holds on average over the drafts, so every call gets trees
                 # of its own (a part of its own, over the same bank: recipes.py); one recipe called

@@ -176,3 +176,34 @@ def test_drawn_trees_are_drawn_again_for_every_call(drafts, seed):
     recipes = [str(c.recipe) for c in cases]
     assert len(set(recipes)) == len(recipes)
     assert any(c.calls > 1 for c in statistical_cases("quick", "topk", seed))   # topk trees are fixed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 5])
+def test_any_calls_the_same_inputs_once(seed):
+    """A verifier declaring ``any`` gets each slot under every construction, except where two
+    constructions' calls are the same: trees of the root alone (every construction's), one child
+    a node (``wor`` drawn as ``iid``). Those recipes build the same tensors (here, on fewer rows),
+    and each kept case's seed is the dropped one's; every other slot keeps all three."""
+    import torch
+    from equiv.ops.verify_tree.plans import constructions_of, for_construction, same_inputs_as
+
+    kept = statistical_cases("quick", "any", seed)
+    seen = {(c.purpose, c.recipe.drafts, c.recipe.part) for c in kept}
+    dropped = 0
+    for purpose in SLOTS:
+        base = next(c for c in kept if c.purpose == purpose and c.recipe.drafts == "topk")
+        for c in constructions_of("any"):
+            r = for_construction(base.recipe, c)
+            if (purpose, c, 0) in seen:
+                assert same_inputs_as(r) == r or (purpose, same_inputs_as(r).drafts, 0) not in seen
+                continue
+            dropped += 1
+            twin = same_inputs_as(r)
+            assert twin != r and (purpose, twin.drafts, 0) in seen
+            small = dict(batch=min(r.batch, 24))
+            got, want = r.with_(**small).build("cpu"), twin.with_(**small).build("cpu")
+            assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(got, want)), (purpose, c)
+            assert [k.seed for k in kept if k.purpose == purpose and k.recipe.drafts == twin.drafts][:1] == [base.seed]
+    assert dropped >= 3                       # roots (twice), the wide vocab slot's wor at least
+    wide = [c for c in kept if c.purpose == "deep"]
+    assert sorted(c.recipe.drafts for c in wide) == ["iid", "topk", "wor"]
