@@ -20,7 +20,7 @@ Plan
   ``[B, n, V]``: about three more). ``rows_per_call(bytes_per_row, device)``
   is the most rows one call may hold under the budget; ``row_windows(batch, cap)`` splits a
   call's rows into balanced windows ``(start, stop)``. An op whose calls can outgrow the budget
-  (the chain verifier's) sends such a recipe in windows of rows from its calls module: the same
+  (the chain verifier's, the tree verifier's) sends such a recipe in windows of rows from its draws module: the same
   rows, one call to its judge.
 - *Free memory.* ``short_of_memory(device, budget)``: on CUDA, the device's free memory
   (``torch.cuda.mem_get_info``) below the budget is one line saying so; else None.

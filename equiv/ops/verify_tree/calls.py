@@ -45,32 +45,40 @@ def draw(fn, device, payload) -> dict:
     """The probe (module docstring): ``payload = {"recipe": str, "seeds": [int, ...]}``. A batch
     of ``SPLIT_FROM`` rows or more goes in three calls per seed (``last_rows_apart``: its rows
     but the last 3-5, then 2-4, then the last alone; window ``j`` seeded ``s + j * WINDOW_SEED_STRIDE``), each of its
-    rows' own ``[b, D_w + 1]`` (``D_w`` their deepest node), joined with ``-1`` past ``D_w``."""
+    rows' own ``[b, D_w + 1]`` (``D_w`` their deepest node), joined with ``-1`` past ``D_w``.
+    ``"rows": [start, stop]`` and ``"window": j`` build and call those rows alone, as one call
+    seeded ``s + j * WINDOW_SEED_STRIDE`` (a window under the memory budget: ``run_draws``)."""
     recipe = TreeRecipe.parse(payload["recipe"])
-    built = recipe.build(device)
+    rows = payload.get("rows")
+    built = recipe.build(device, rows=rows)
     dev = built[3].device
-    trees = recipe.trees()
-    B, D = recipe.batch, trees.max_depth
-    seeds = [int(s) for s in payload["seeds"]]
-    windows = last_rows_apart(0, B, seeds[0] if seeds else 0)
+    case_seeds = [int(s) for s in payload["seeds"]]
+    depth, D = recipe.trees().depth, recipe.trees().max_depth
+    if rows is None:
+        first, windows = 0, last_rows_apart(0, recipe.batch, case_seeds[0] if case_seeds else 0)
+    else:
+        first, (start, stop) = int(payload["window"]), rows
+        depth, windows = depth[start:stop], [(0, stop - start)]
+    B = int(built[0].shape[0])
     empty = np.zeros((0, B, D + 1), dtype=np.int64)
     paths, outs = [], []
-    for j, (a, b) in enumerate(windows):
+    for j, (a, b) in enumerate(windows, start=first):
         whole = (a, b) == (0, B)
         part = built if whole else tuple(None if t is None else t[a:b] for t in built)
-        d = D if whole else int(trees.depth[a:b].max())
+        d = D if whole and rows is None else int(depth[a:b].max())
         want = (b - a, d + 1)
-        got, problem, cause = seeded_calls(fn, part, INPUT_NAMES, [window_seed(s, j) for s in seeds],
+        got, problem, cause = seeded_calls(fn, part, INPUT_NAMES, [window_seed(s, j) for s in case_seeds],
                                            lambda out, want=want: _pair_problem(out, want, dev),
                                            guarded=payload.get("guarded", True),
-                                           calling=calling_of(seeds, dev), relabel=OTHER_CONTENTS)
+                                           calling=calling_of(case_seeds, dev), relabel=OTHER_CONTENTS)
+        pad = ((0, 0), (0, 0), (0, D - d))
         if problem is not None:
             if whole:
-                stacked = [np.stack([o[i].cpu().numpy() for o in got]) if got else empty for i in (0, 1)]
+                stacked = [np.pad(np.stack([o[i].cpu().numpy() for o in got]), pad, constant_values=-1) if got
+                           else empty for i in (0, 1)]
                 return {"paths": stacked[0], "outputs": stacked[1], "problem": problem, "cause": cause}
             return {"paths": empty, "outputs": empty, "cause": cause,
                     "problem": f"{problem} (rows {a}-{b - 1} of {B}, call {j + 1} of the {len(windows)} it was sent in)"}
-        pad = ((0, 0), (0, 0), (0, D - d))
         paths.append(np.pad(np.stack([o[0].cpu().numpy() for o in got]), pad, constant_values=-1))
         outs.append(np.pad(np.stack([o[1].cpu().numpy() for o in got]), pad, constant_values=-1))
     return {"paths": np.concatenate(paths, axis=1), "outputs": np.concatenate(outs, axis=1),

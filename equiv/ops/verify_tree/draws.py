@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.memory import row_windows, rows_per_call
 from equiv.ops.verify.draws import DrawsBase
 from equiv.run import CandidateSpec, runner_for
-from equiv.run.calling import deal, key_of
+from equiv.run.calling import deal, key_of, last_rows_apart
 from equiv.run.spec import runner_target
 
 INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
@@ -38,19 +39,50 @@ class TreeDraws(DrawsBase):
     cause: str | None = None
 
 
+def call_windows(recipe, seeds, device) -> list:
+    """``[(start, stop), ...]``: the calls of a recipe's rows when they do not fit one call under
+    the memory budget (``equiv.memory.rows_per_call`` of ``recipe.bytes_per_row()``: an ``iid`` /
+    ``wor`` EAGLE-sized tree at V ~ 150000 holds 36 MB a row): balanced windows, the first split
+    as one call's rows are (``last_rows_apart``); ``[]`` when they fit (one probe, which splits
+    them itself)."""
+    windows = row_windows(recipe.batch, rows_per_call(recipe.bytes_per_row(), device))
+    if len(windows) == 1:
+        return []
+    return last_rows_apart(*windows[0], seeds[0] if len(seeds) else 0) + windows[1:]
+
+
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:
-    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner."""
+    """``draw`` for ``candidate`` (a spec, ``Candidate`` or callable) through its runner. Rows
+    that do not fit one call go in windows (``call_windows``), window ``j`` of the call seeded
+    ``s`` with the generator seed ``s + j * WINDOW_SEED_STRIDE`` (as the chain's run_draws), each
+    row built as in the whole call; the outputs are joined, so the judge sees every row."""
     target = runner_target(candidate, "verify_tree")
-    payload = {"recipe": str(recipe), "seeds": [int(s) for s in seeds], "guarded": guarded}
-    budget = None if timeout is None else timeout * max(len(payload["seeds"]), 1)
+    seeds = [int(s) for s in seeds]
+    budget = None if timeout is None else timeout * max(len(seeds), 1)
     runner = runner_for(target, device=device, timeout=budget, op="verify_tree")
-    got = runner.probe("equiv.ops.verify_tree.calls:draw", payload, timeout=budget)
-    want = (0, recipe.batch, recipe.trees().max_depth + 1)
-    if not got.ok:
-        empty = np.zeros(want, dtype=np.int64)
-        return TreeDraws(str(recipe), tuple(payload["seeds"]), empty, empty, f"{got.problem}", "crash or hang")
-    v = got.value
-    return TreeDraws(str(recipe), tuple(payload["seeds"]), v["paths"], v["outputs"], v["problem"], v.get("cause"))
+    D = recipe.trees().max_depth
+    empty = np.zeros((0, recipe.batch, D + 1), dtype=np.int64)
+    windows = call_windows(recipe, seeds, device)
+    parts = []
+    for j, rows in enumerate(windows or [None]):
+        payload = {"recipe": str(recipe), "seeds": seeds, "guarded": guarded}
+        where = ""
+        if rows is not None:
+            payload.update(rows=list(rows), window=j)
+            where = f" (rows {rows[0]}-{rows[1] - 1} of {recipe.batch}, call {j + 1} of the {len(windows)} it was sent in)"
+        got = runner.probe("equiv.ops.verify_tree.calls:draw", payload, timeout=budget)
+        if not got.ok:
+            return TreeDraws(str(recipe), tuple(seeds), empty, empty, f"{got.problem}{where}", "crash or hang")
+        v = got.value
+        if v["problem"]:
+            if rows is not None:
+                return TreeDraws(str(recipe), tuple(seeds), empty, empty, f"{v['problem']}{where}", v.get("cause"))
+            return TreeDraws(str(recipe), tuple(seeds), v["paths"], v["outputs"], v["problem"], v.get("cause"))
+        parts.append((v["paths"], v["outputs"]))
+    if len(parts) == 1:
+        return TreeDraws(str(recipe), tuple(seeds), *parts[0])
+    return TreeDraws(str(recipe), tuple(seeds), np.concatenate([p for p, _ in parts], axis=1),
+                     np.concatenate([o for _, o in parts], axis=1))
 
 
 def declared(fn, device, payload) -> dict:

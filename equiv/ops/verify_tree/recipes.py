@@ -143,18 +143,27 @@ class TreeRecipe(RecipeText):
     def trees(self) -> "Trees":
         return make_trees(self)
 
-    def build(self, device="cpu"):
-        """``(parents, draft_token_ids, draft_probs or None, target_probs)`` as torch tensors."""
+    def build(self, device="cpu", rows=None):
+        """``(parents, draft_token_ids, draft_probs or None, target_probs)`` as torch tensors;
+        ``rows = (start, stop)`` builds those rows of the batch alone, each as it is in the whole
+        batch (a call of a window of rows under the memory budget: draws.run_draws)."""
         # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch  # lazy: recipes are parsed and judged without torch
 
         t = self.trees()
+        a, b = (0, self.batch) if rows is None else (int(rows[0]), int(rows[1]))
         target_laws, draft_laws = _laws_on((self.family, self.seed, self.vocab), str(device))
-        index = torch.from_numpy(t.index).to(target_laws.device)
+        index = torch.from_numpy(t.index[a:b]).to(target_laws.device)
         target = target_laws[index]                       # [B, N, V]: gathered where the call runs
         draft = draft_laws[index] if self.probs else None
-        return (torch.from_numpy(t.parents.copy()).to(device), torch.from_numpy(t.tokens.copy()).to(device),
+        return (torch.from_numpy(t.parents[a:b].copy()).to(device), torch.from_numpy(t.tokens[a:b].copy()).to(device),
                 draft, target)
+
+    def bytes_per_row(self) -> int:
+        """The input bytes of one row: ``target_probs`` and ``draft_probs`` ``[N, V]`` float32 (the
+        latter where given), ``parents`` and ``draft_token_ids`` ``[N]`` int64 (what
+        ``equiv.memory.rows_per_call`` divides)."""
+        return 4 * self.nodes * self.vocab * (1 + int(bool(self.probs))) + 16 * self.nodes
 
 
 @dataclass(frozen=True)
