@@ -441,7 +441,9 @@ def extent(r: TreeRecipe) -> tuple:
     return int(depth.max()), max(int(kids.max()), 1)
 
 
-@functools.lru_cache(maxsize=32)
+# shared by threads, each recipe's trees made once: the judge's table threads and the calls ask for
+# the same recipe at once (with functools.lru_cache each made it: four times an iid / wor part)
+@memo(32)
 def make_trees(r: TreeRecipe) -> Trees:
     if r.n_problems < r.batch:                       # row b copies problem b % problems
         one = make_trees(r.with_(batch=r.n_problems, problems=0))
