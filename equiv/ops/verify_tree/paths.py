@@ -208,9 +208,13 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
 
     def rejected(state, tok, rows):
         p, qq = state
-        res = (p - qq).clamp(min=0)
-        mass = res.sum(1, keepdim=True)
-        p = torch.where(rows & (mass > 0), res / mass.clamp(min=1e-300), p)
+        # the residual of the rows that rejected this child alone, written into ``p`` in place (the
+        # walk's own copy): whole-row passes over every row were most of this built-in's time
+        hit = rows.squeeze(1).nonzero().squeeze(1)
+        if hit.numel():
+            res = (p[hit] - qq[hit]).clamp(min=0)
+            mass = res.sum(1, keepdim=True)
+            p.index_copy_(0, hit, torch.where(mass > 0, res / mass.clamp(min=1e-300), p[hit]))
         if without_replacement:
             q2 = _zero(qq, tok, rows)
             m2 = q2.sum(1, keepdim=True)
