@@ -78,6 +78,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from equiv.memory import row_windows, rows_per_call
 from equiv.run.context import CONTEXTS, available
 
 HISTORIES = ("fresh", "rewritten", "rewritten (no version bump)")
@@ -111,6 +112,14 @@ def last_rows_apart(start: int, stop: int, seed: int) -> list:
         return [(start, stop)]
     few = 2 + int(seed) % 3
     return [(start, stop - 1 - few), (stop - 1 - few, stop - 1), (stop - 1, stop)]
+
+
+def budget_windows(batch: int, bytes_per_row: int, seed: int, device) -> list:
+    """``[(start, stop), ...]``: ``batch`` rows in the fewest balanced windows under the memory
+    budget (``equiv.memory.rows_per_call`` of ``bytes_per_row``), the first window's last rows
+    apart (``last_rows_apart`` by ``seed``): the calls of a verifier op's recipe."""
+    windows = row_windows(batch, rows_per_call(bytes_per_row, device))
+    return last_rows_apart(*windows[0], seed) + windows[1:]
 
 
 def _order(dim: str, classes) -> tuple:

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.memory import row_windows, rows_per_call
 from equiv.run import runner_for
-from equiv.run.calling import deal, key_of, last_rows_apart, window_seed
+from equiv.run.calling import budget_windows, deal, key_of, window_seed
 from equiv.run.spec import runner_target
 
 INPUT_NAMES = ("draft_token_ids", "draft_probs", "target_probs")
@@ -78,8 +77,7 @@ def call_windows(recipe, seeds, device) -> list:
     """``[(start, stop), ...]``: the calls of a recipe's rows (module docstring): windows under
     the memory budget, the last split into its rows but the last 3-5, 2-4 rows (by the first
     seed) and its last row, when it holds ``SPLIT_FROM`` rows or more."""
-    windows = row_windows(recipe.batch, rows_per_call(bytes_per_row(recipe), device))
-    return last_rows_apart(*windows[0], seeds[0] if len(seeds) else 0) + windows[1:]
+    return budget_windows(recipe.batch, bytes_per_row(recipe), seeds[0] if len(seeds) else 0, device)
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None) -> Draws:

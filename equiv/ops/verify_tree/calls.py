@@ -53,7 +53,8 @@ def draw(fn, device, payload) -> dict:
     built = recipe.build(device, rows=rows)
     dev = built[3].device
     case_seeds = [int(s) for s in payload["seeds"]]
-    depth, D = recipe.trees().depth, recipe.trees().max_depth
+    trees = recipe.trees()
+    depth, D = trees.depth, trees.max_depth
     if rows is None:
         first, windows = 0, last_rows_apart(0, recipe.batch, case_seeds[0] if case_seeds else 0)
     else:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from equiv.memory import row_windows, rows_per_call
+from equiv.memory import rows_per_call
 from equiv.ops.verify.draws import DrawsBase
 from equiv.run import CandidateSpec, runner_for
-from equiv.run.calling import deal, key_of, last_rows_apart
+from equiv.run.calling import budget_windows, deal, key_of
 from equiv.run.spec import runner_target
 
 INPUT_NAMES = ("parents", "draft_token_ids", "draft_probs", "target_probs")
@@ -45,10 +45,9 @@ def call_windows(recipe, seeds, device) -> list:
     ``wor`` EAGLE-sized tree at V ~ 150000 holds 36 MB a row): balanced windows, the first split
     as one call's rows are (``last_rows_apart``); ``[]`` when they fit (one probe, which splits
     them itself)."""
-    windows = row_windows(recipe.batch, rows_per_call(recipe.bytes_per_row(), device))
-    if len(windows) == 1:
+    if rows_per_call(recipe.bytes_per_row(), device) >= recipe.batch:
         return []
-    return last_rows_apart(*windows[0], seeds[0] if len(seeds) else 0) + windows[1:]
+    return budget_windows(recipe.batch, recipe.bytes_per_row(), seeds[0] if len(seeds) else 0, device)
 
 
 def run_draws(candidate, recipe, seeds, *, device: str, timeout: float | None, guarded: bool = True) -> TreeDraws:

@@ -15,13 +15,6 @@ from equiv.ops.verify.plans import POWER, plan
 from equiv.ops.verify.recipes import VerifyRecipe
 
 
-@pytest.fixture
-def budget():
-    """Set the process's budget for one test; the default again after it."""
-    yield memory.use_budget
-    memory.use_budget(None)
-
-
 def _counting(fn):
     def wrapped(d, q, p, gen):
         wrapped.batches.append(int(d.shape[0]))

@@ -18,13 +18,6 @@ from equiv.ops.verify_tree.recipes import TreeRecipe
 from test_verify_tree_batch_one import _counting     # this folder's: calls counted by rows
 
 
-@pytest.fixture
-def budget():
-    """Set the process's budget for one test; the default again after it."""
-    yield memory.use_budget
-    memory.use_budget(None)
-
-
 RECIPES = ("realistic:seed=3,batch=301,vocab=500,nodes=9,depth=4,fanout=3,drafts=iid,holes=1",
            "sparse:seed=4,batch=77,vocab=4099,nodes=20,depth=6,fanout=5,eagle=1,probs=0",
            "onehot_target:seed=5,batch=203,vocab=300,nodes=7,depth=3,fanout=2,ragged=1,problems=8")
