@@ -51,12 +51,16 @@ def tree_layout(parents):
     return flat[:, :N * F].reshape(B, N, F), F, int(D)
 
 
-def _walk(parents, tokens, q, p, gen, rule, draw):
+def _walk(parents, tokens, q, p, gen, rule, draw, *, rows64: bool = True):
     """The common walk, level by level over the rows still walking: ``rule(state, child_tokens,
     valid) -> accepted slot (-1 none)``, then ``draw(state, child_tokens, valid, stop) -> token``
     on the rows that stop there (``state``: their target row ``p``, draft row ``q``, indices
-    ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw). One
-    synchronisation a level on a GPU (how many rows move on)."""
+    ``rows``, node ``cur``, ``parents``; a rule may leave more in it for its draw; the draw's
+    state holds the stopping rows, each tensor subset when first read). ``rows64``: ``p`` and
+    ``q`` as float64 copies; False: copies in the inputs' dtype, the rule reading in float64 what
+    it needs (the built-ins: a float64 copy of every walking row a level, and its normalisation,
+    were most of a call at V ~ 150000). One synchronisation a level on a GPU (how many rows
+    move on)."""
     B, N, V = p.shape
     dev = p.device
     children, F, D = tree_layout(parents)
@@ -69,7 +73,8 @@ def _walk(parents, tokens, q, p, gen, rule, draw):
         kids = children[act, cur]                                         # [b, F]
         valid = kids >= 0
         kid_tok = tokens[act].gather(1, kids.clamp(min=0))
-        state = {"p": p[act, cur].double(), "q": None if q is None else q[act, cur].double(),
+        rows_of = (lambda t: t[act, cur].double()) if rows64 else (lambda t: t[act, cur])
+        state = {"p": rows_of(p), "q": None if q is None else rows_of(q),
                  "depth": d, "rows": act, "cur": cur, "parents": parents[act]}
         slot = rule(state, kid_tok, valid)
         moved = slot >= 0
@@ -82,15 +87,40 @@ def _walk(parents, tokens, q, p, gen, rule, draw):
         act_go, nxt_go = act[go], nxt[go]
         out[act_go, d] = tokens[act_go, nxt_go]
         if m < n:
-            sub = {k: v[stay] if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n else v
-                   for k, v in state.items()}
-            out[act[stay], d] = draw(sub, kid_tok[stay], valid[stay], torch.ones(n - m, dtype=torch.bool, device=dev))
+            out[act[stay], d] = draw(_Stopping(state, stay, n), kid_tok[stay], valid[stay],
+                                     torch.ones(n - m, dtype=torch.bool, device=dev))
         if d + 1 <= D:
             path[act_go, d + 1] = nxt_go
         act, cur = act_go, nxt_go
         if m == 0:
             break
     return path, out
+
+
+class _Stopping(dict):
+    """The walk's state for the rows that stop at a level: each entry of the level's ``n`` rows
+    (a tensor whose first dimension is ``n``) subset to those rows when first read, not before
+    (a draw reads one or two of them; copying every ``[n, V]`` row of ``p`` and ``q`` was a
+    whole pass over them)."""
+
+    def __init__(self, state, stay, n):
+        super().__init__(state)
+        self._stay, self._n, self._done = stay, n, set()
+
+    def __getitem__(self, key):
+        v = super().__getitem__(key)
+        if key not in self._done and isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == self._n:
+            v = v[self._stay]
+            super().__setitem__(key, v)
+        self._done.add(key)
+        return v
+
+    def __setitem__(self, key, value):           # a draw's own entry is the stopping rows' already
+        super().__setitem__(key, value)
+        self._done.add(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
 
 def _sample(weights, gen):
@@ -132,7 +162,7 @@ def greedy(parents, draft_token_ids, draft_probs, target_probs, generator):
 
     def draw(s, kid_tok, valid, stop):
         return s["p"].argmax(1)
-    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw, rows64=False)
 
 
 greedy.targets = "onehot"
@@ -172,16 +202,18 @@ def target_only_rule(generator):
     def rule(s, kid_tok, valid):
         p = s["p"]
         u = torch.rand(p.shape[0], generator=generator, device=p.device, dtype=torch.float64)
-        # the children's renormalised mass (each gathered element divided: not the whole row)
-        cum = (p.gather(1, kid_tok) / p.sum(1, keepdim=True) * valid.double()).cumsum(1)
+        # the children's renormalised mass in float64 (each gathered element divided by the row's
+        # float64 sum: not the whole row)
+        cum = (p.gather(1, kid_tok).double() / p.sum(1, keepdim=True, dtype=torch.float64) * valid.double()).cumsum(1)
         return _first(valid & (u[:, None] < cum))
     return rule
 
 
 def target_only(parents, draft_token_ids, draft_probs, target_probs, generator):
     def draw(s, kid_tok, valid, stop):
-        return _sample(_zero(s["p"], kid_tok, valid), generator)
-    return _walk(parents, draft_token_ids, None, target_probs, generator, target_only_rule(generator), draw)
+        return _sample(_zero_(s["p"], kid_tok, valid), generator)      # the walk's own copy of the rows
+    return _walk(parents, draft_token_ids, None, target_probs, generator, target_only_rule(generator), draw,
+                 rows64=False)
 
 
 target_only.drafts = "topk"
@@ -189,14 +221,16 @@ target_only.drafts = "topk"
 
 def eagle_onehot(parents, draft_token_ids, draft_probs, target_probs, generator):
     def rule(s, kid_tok, valid):
+        # the rows as given (float32), zeroed in place: the walk's own copy; sums in float64
         chosen, s["residual"] = _children_in_turn(
-            kid_tok, valid, s["p"].clone(), lambda B: _uniform(generator, B, kid_tok.device),
-            accept=lambda u, p, tok: u * p.sum(1) < p.gather(1, tok).squeeze(1), rejected=_zero_)
+            kid_tok, valid, s["p"], lambda B: _uniform(generator, B, kid_tok.device),
+            accept=lambda u, p, tok: u * p.sum(1, dtype=torch.float64) < p.gather(1, tok).squeeze(1).double(),
+            rejected=_zero_)
         return chosen
 
     def draw(s, kid_tok, valid, stop):
         return _sample(s["residual"], generator)
-    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw)
+    return _walk(parents, draft_token_ids, None, target_probs, generator, rule, draw, rows64=False)
 
 
 eagle_onehot.drafts = "any"
@@ -206,32 +240,53 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
     if q is None:
         raise ValueError("this verifier needs draft_probs (the law the children were drawn from)")
 
-    def rejected(state, tok, rows):
-        p, qq = state
-        # the residual of the rows that rejected this child alone, written into ``p`` in place (the
-        # walk's own copy): whole-row passes over every row were most of this built-in's time
-        hit = rows.squeeze(1).nonzero().squeeze(1)
-        if hit.numel():
-            res = (p[hit] - qq[hit]).clamp(min=0)
-            mass = res.sum(1, keepdim=True)
-            p.index_copy_(0, hit, torch.where(mass > 0, res / mass.clamp(min=1e-300), p[hit]))
-        if without_replacement:
-            q2 = _zero(qq, tok, rows)
-            m2 = q2.sum(1, keepdim=True)
-            qq = torch.where(m2 > 0, q2 / m2.clamp(min=1e-300), qq)
-        return p, qq
-
     def rule(s, kid_tok, valid):
-        start = (s["p"] / s["p"].sum(1, keepdim=True), s["q"] / s["q"].sum(1, keepdim=True))
-        chosen, (s["residual"], _) = _children_in_turn(
-            kid_tok, valid, start, lambda B: _uniform(generator, B, kid_tok.device),
-            accept=lambda u, st, tok: u * st[1].gather(1, tok).squeeze(1) < st[0].gather(1, tok).squeeze(1),
-            rejected=rejected)
+        # p and q are the walk's own float32 copies of the rows; the tests divide gathered elements
+        # by the rows' float64 sums, and a residual is made, in float64, for the rows that rejected
+        # a child alone (``res`` rows, ``has`` set): whole-row float64 copies and normalisations of
+        # every row, per level and per child, were most of this built-in's time
+        p, qq = s["p"], s["q"]
+        B, F = kid_tok.shape
+        sp, sq = p.sum(1, dtype=torch.float64), qq.sum(1, dtype=torch.float64)
+        res, has = None, torch.zeros(B, dtype=torch.bool, device=p.device)
+        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
+        for k in range(F):
+            u = _uniform(generator, B, p.device)
+            tok = kid_tok[:, k:k + 1]
+            try_ = valid[:, k] & (chosen < 0)
+            pt = p.gather(1, tok).squeeze(1).double() / sp
+            if res is not None:
+                pt = torch.where(has, res.gather(1, tok).squeeze(1), pt)
+            take = try_ & (u * (qq.gather(1, tok).squeeze(1).double() / sq) < pt)
+            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
+            hit = (try_ & ~take).nonzero().squeeze(1)
+            if not hit.numel():
+                continue
+            if res is None:
+                res = torch.empty(p.shape, dtype=torch.float64, device=p.device)
+            now = p[hit].double() / sp[hit, None]
+            if bool(has.any()):
+                now = torch.where(has[hit, None], res[hit], now)
+            r = (now - qq[hit].double() / sq[hit, None]).clamp_(min=0)
+            mass = r.sum(1, keepdim=True)
+            res.index_copy_(0, hit, torch.where(mass > 0, r / mass.clamp(min=1e-300), now))
+            has[hit] = True
+            if without_replacement:       # q loses the rejected token (zeroed exactly), renormalised
+                qh = qq[hit].scatter_(1, tok[hit], 0.0)
+                mh = qh.sum(1, dtype=torch.float64)
+                keep = mh > 0
+                qq.index_copy_(0, hit, torch.where(keep[:, None], qh, qq[hit]))
+                sq[hit] = torch.where(keep, mh, sq[hit])
+        s["res"], s["has"] = res, has
         return chosen
 
     def draw(s, kid_tok, valid, stop):
-        return _sample(s["residual"], generator)
-    return _walk(parents, tokens, q, target, generator, rule, draw)
+        p, res = s["p"], s["res"]
+        if res is None:
+            return _sample(p, generator)
+        return _sample(torch.where(s["has"][:, None], res, p.double() / p.sum(1, keepdim=True, dtype=torch.float64)),
+                       generator)
+    return _walk(parents, tokens, q, target, generator, rule, draw, rows64=False)
 
 
 def specinfer(parents, draft_token_ids, draft_probs, target_probs, generator):

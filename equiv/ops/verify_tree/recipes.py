@@ -561,6 +561,7 @@ def _child_tokens(drafts, m, law, slot, rng, tokens, parents, i):
             return out
         u = rng.random(int(dup.sum()))
         idx = np.flatnonzero(dup)
-        for j, k in enumerate(law[idx]):
-            out[idx[j]] = cdf_draw(m.draft_cdf[k], u[j:j + 1])[0]
+        for k in np.unique(law[idx]):            # the draws of each law at once (a row at a time
+            at = law[idx] == k                   # was most of making a wor plan's trees)
+            out[idx[at]] = cdf_draw(m.draft_cdf[k], u[at])
     raise RuntimeError("could not draw distinct siblings: the draft law has too few tokens")
