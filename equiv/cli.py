@@ -25,7 +25,7 @@ import threading
 from equiv._version import __version__
 from equiv.console import Console
 from equiv.errors import UsageError
-from equiv.memory import allocator_environment, own_process
+from equiv.memory import allocator_environment, host_allocator, own_process
 from equiv.run import faults
 from equiv.run.faults import Terminated, signalled
 from equiv.timeline import mark
@@ -107,6 +107,7 @@ def main(argv=None) -> int:
     (``equiv.memory.allocator_environment``); a call with ``argv`` (in-process) leaves it alone."""
     if argv is None:
         mark("command start")
+        host_allocator()
         allocator_environment()
         own_process()
     previous = None

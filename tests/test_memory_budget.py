@@ -188,12 +188,40 @@ def test_short_of_memory_says_nothing_on_the_cpu():
     assert memory.short_of_memory("cpu") is None
 
 
+HOST = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2 ** 31 - 1), "MALLOC_ARENA_MAX": "1"}
+
+
 def test_equivs_processes_use_expandable_segments_and_keep_a_users_setting():
-    assert memory.allocator_environment({}) == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-    mine = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
-    assert memory.allocator_environment(mine) == {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}
+    assert memory.allocator_environment({}) == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", **HOST}
+    mine = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128", "MALLOC_ARENA_MAX": "4"}
+    assert memory.allocator_environment(mine) == {**HOST, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128",
+                                                  "MALLOC_ARENA_MAX": "4"}
     from equiv.run.suite import environment
-    assert environment("quick", base={})["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    env = environment("quick", base={})
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True" and env["MALLOC_MMAP_MAX_"] == "0"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings are Linux's")
+def test_the_commands_process_reuses_freed_host_memory_and_gives_it_back_past_the_bound():
+    # a 64 MiB tensor: with the settings it lies in malloc's heap (no mapped block: glibc's
+    # mallinfo2 hblkhd 0), so its memory is reused once freed; with a user's own MALLOC_MMAP_MAX_
+    # (kept) it is a mapping of its own, unmapped when freed; past HOST_RESIDENT_BYTES trim()
+    # gives the free memory back
+    code = ("import ctypes, os, sys, torch; from equiv import memory\n"
+            "class Info(ctypes.Structure): _fields_ = [(n, ctypes.c_size_t) for n in 'abcdefghij']\n"
+            "libc = ctypes.CDLL(None); libc.mallinfo2.restype = Info\n"
+            "ok = memory.host_allocator(); was = libc.mallinfo2().e\n"
+            "x = torch.ones(2 ** 24); mapped = libc.mallinfo2().e - was; del x\n"
+            "held = memory._resident(); memory.HOST_RESIDENT_BYTES = 0; memory.trim()\n"
+            "print(ok, mapped, held - memory._resident())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    ok, mapped, given_back = out.stdout.split()
+    assert ok == "True" and int(mapped) == 0, out.stdout + out.stderr
+    assert int(given_back) > 32 * 2 ** 20, out.stdout
+    env["MALLOC_MMAP_MAX_"] = "65536"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert int(out.stdout.split()[1]) >= 2 ** 26, out.stdout + out.stderr
 
 
 def test_the_command_owns_its_process_but_an_in_process_call_does_not():

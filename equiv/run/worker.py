@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from equiv.errors import CandidateLoadError
+from equiv.memory import host_allocator
 from equiv.run.load import load
 from equiv.run.invoke import CallState, invoke, run_probe, settle
 from equiv.timeline import mark
@@ -82,6 +83,7 @@ def serve(conn) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     mark("worker start")
+    host_allocator()                             # malloc kept its blocks for reuse (equiv.memory)
     conn = Connection(int(argv[0]))
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     try:
