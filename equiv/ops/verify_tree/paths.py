@@ -262,10 +262,10 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
             hit = (try_ & ~take).nonzero().squeeze(1)
             if not hit.numel():
                 continue
-            if res is None:
-                res = torch.empty(p.shape, dtype=torch.float64, device=p.device)
             now = p[hit].double() / sp[hit, None]
-            if bool(has.any()):
+            if res is None:               # the first rejection at this node: no row has a residual yet
+                res = torch.empty(p.shape, dtype=torch.float64, device=p.device)
+            else:
                 now = torch.where(has[hit, None], res[hit], now)
             r = (now - qq[hit].double() / sq[hit, None]).clamp_(min=0)
             mass = r.sum(1, keepdim=True)
