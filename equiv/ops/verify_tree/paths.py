@@ -271,12 +271,13 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
             mass = r.sum(1, keepdim=True)
             res.index_copy_(0, hit, torch.where(mass > 0, r / mass.clamp(min=1e-300), now))
             has[hit] = True
-            if without_replacement:       # q loses the rejected token (zeroed exactly), renormalised
-                qh = qq[hit].scatter_(1, tok[hit], 0.0)
-                mh = qh.sum(1, dtype=torch.float64)
-                keep = mh > 0
-                qq.index_copy_(0, hit, torch.where(keep[:, None], qh, qq[hit]))
-                sq[hit] = torch.where(keep, mh, sq[hit])
+            if without_replacement:       # q loses the rejected token, its sum that token's mass (a
+                t = tok[hit, 0]           # row whose whole mass is tried keeps it: no child is left)
+                gone = qq[hit, t]
+                left = sq[hit] - gone.double()
+                live = left > 0
+                qq[hit, t] = torch.where(live, torch.zeros_like(gone), gone)
+                sq[hit] = torch.where(live, left, sq[hit])
         s["res"], s["has"] = res, has
         return chosen
 
