@@ -240,53 +240,51 @@ def _speculative(parents, tokens, q, target, generator, without_replacement: boo
     if q is None:
         raise ValueError("this verifier needs draft_probs (the law the children were drawn from)")
 
+    # p and q are the walk's own float32 copies of the rows; the tests divide gathered elements by
+    # the rows' float64 sums (``sp``, ``sq``), and a residual is made, in float64, for the rows that
+    # rejected a child alone (``res`` rows, ``has`` set): whole-row float64 copies and
+    # normalisations of every row, per level and per child, were most of this built-in's time
+    def accept(u, s, tok):
+        pt = s["p"].gather(1, tok).squeeze(1).double() / s["sp"]
+        if s["res"] is not None:
+            pt = torch.where(s["has"], s["res"].gather(1, tok).squeeze(1), pt)
+        return u * (s["q"].gather(1, tok).squeeze(1).double() / s["sq"]) < pt
+
+    def rejected(s, tok, rows):
+        hit = rows.squeeze(1).nonzero().squeeze(1)
+        if not hit.numel():
+            return s
+        p, qq, sp, sq, res, has = (s[k] for k in ("p", "q", "sp", "sq", "res", "has"))
+        now = p[hit].double() / sp[hit, None]
+        if res is None:                   # the first rejection at this node: no row has a residual yet
+            res = s["res"] = torch.empty(p.shape, dtype=torch.float64, device=p.device)
+        else:
+            now = torch.where(has[hit, None], res[hit], now)
+        r = (now - qq[hit].double() / sq[hit, None]).clamp_(min=0)
+        mass = r.sum(1, keepdim=True)
+        res.index_copy_(0, hit, torch.where(mass > 0, r / mass.clamp(min=1e-300), now))
+        has[hit] = True
+        if without_replacement:           # q loses the rejected token, its sum that token's mass (a
+            t = tok[hit, 0]               # row whose whole mass is tried keeps it: no child is left)
+            gone = qq[hit, t]
+            left = sq[hit] - gone.double()
+            live = left > 0
+            qq[hit, t] = torch.where(live, torch.zeros_like(gone), gone)
+            sq[hit] = torch.where(live, left, sq[hit])
+        return s
+
     def rule(s, kid_tok, valid):
-        # p and q are the walk's own float32 copies of the rows; the tests divide gathered elements
-        # by the rows' float64 sums, and a residual is made, in float64, for the rows that rejected
-        # a child alone (``res`` rows, ``has`` set): whole-row float64 copies and normalisations of
-        # every row, per level and per child, were most of this built-in's time
-        p, qq = s["p"], s["q"]
-        B, F = kid_tok.shape
-        sp, sq = p.sum(1, dtype=torch.float64), qq.sum(1, dtype=torch.float64)
-        res, has = None, torch.zeros(B, dtype=torch.bool, device=p.device)
-        chosen = torch.full((B,), -1, dtype=torch.int64, device=p.device)
-        for k in range(F):
-            u = _uniform(generator, B, p.device)
-            tok = kid_tok[:, k:k + 1]
-            try_ = valid[:, k] & (chosen < 0)
-            pt = p.gather(1, tok).squeeze(1).double() / sp
-            if res is not None:
-                pt = torch.where(has, res.gather(1, tok).squeeze(1), pt)
-            take = try_ & (u * (qq.gather(1, tok).squeeze(1).double() / sq) < pt)
-            chosen = torch.where(take, torch.full_like(chosen, k), chosen)
-            hit = (try_ & ~take).nonzero().squeeze(1)
-            if not hit.numel():
-                continue
-            now = p[hit].double() / sp[hit, None]
-            if res is None:               # the first rejection at this node: no row has a residual yet
-                res = torch.empty(p.shape, dtype=torch.float64, device=p.device)
-            else:
-                now = torch.where(has[hit, None], res[hit], now)
-            r = (now - qq[hit].double() / sq[hit, None]).clamp_(min=0)
-            mass = r.sum(1, keepdim=True)
-            res.index_copy_(0, hit, torch.where(mass > 0, r / mass.clamp(min=1e-300), now))
-            has[hit] = True
-            if without_replacement:       # q loses the rejected token, its sum that token's mass (a
-                t = tok[hit, 0]           # row whose whole mass is tried keeps it: no child is left)
-                gone = qq[hit, t]
-                left = sq[hit] - gone.double()
-                live = left > 0
-                qq[hit, t] = torch.where(live, torch.zeros_like(gone), gone)
-                sq[hit] = torch.where(live, left, sq[hit])
-        s["res"], s["has"] = res, has
+        s["sp"], s["sq"] = s["p"].sum(1, dtype=torch.float64), s["q"].sum(1, dtype=torch.float64)
+        s["res"], s["has"] = None, torch.zeros(kid_tok.shape[0], dtype=torch.bool, device=kid_tok.device)
+        chosen, _ = _children_in_turn(kid_tok, valid, s, lambda B: _uniform(generator, B, kid_tok.device),
+                                      accept=accept, rejected=rejected)
         return chosen
 
     def draw(s, kid_tok, valid, stop):
         p, res = s["p"], s["res"]
         if res is None:
             return _sample(p, generator)
-        return _sample(torch.where(s["has"][:, None], res, p.double() / p.sum(1, keepdim=True, dtype=torch.float64)),
-                       generator)
+        return _sample(torch.where(s["has"][:, None], res, p.double() / s["sp"][:, None]), generator)
     return _walk(parents, tokens, q, target, generator, rule, draw, rows64=False)
 
 
