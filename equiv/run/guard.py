@@ -5,7 +5,8 @@ Plan
 - The inputs cross to the worker as descriptions (``equiv.run.inputs``: a recipe, ``Raw``
   values, ``Seeded``); ``build_inputs`` builds them there. Torch is imported at the top: this
   module runs where the candidate is called (the worker, or in-process for our own paths).
-- ``Guarded(t)`` copies each input tensor into a larger buffer: the rows keep the stride they were
+- ``Guarded(t)`` copies each input tensor (or ``equiv.run.table_rows.TableRows``, rows of a
+  table written a chunk at a time, and compared so after the call) into a larger buffer: the rows keep the stride they were
   built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row, a band
   after the last row and a band of ``LEAD_BYTES`` before the first row hold canary values (large
   finite numbers, which also win an argmax that reads past the row). The leading band gives
@@ -27,6 +28,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from equiv.run.same_bytes import bits as _bits, same_bytes
+from equiv.run.table_rows import TableRows
+
 GUARD_MIN = 64                                   # canary elements after the last row, at least
 LEAD_BYTES = 256                                 # canary bytes before the first row
 
@@ -37,13 +41,6 @@ def _canary(dtype):
     if dtype == torch.bool:
         return True
     return -7777                                          # an int that is no token id
-
-
-def _bits(t):
-    size = t.element_size()
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
 
 
 class Guarded:
@@ -77,7 +74,7 @@ class Guarded:
         if stride > last:
             body[:, last:].fill_(canary)
         self.tensor = body[:, :last].view(shape)
-        self.tensor.copy_(t)
+        write_input(self.tensor, t)
         # the snapshot is the input as built (the caller's tensor, which the candidate never sees)
         # and the canaries, whose value is known: no third copy of every input, nor its write
         # (2.8 s of a 26 s chain gate on the CPU); ``retake`` makes a whole copy when the caller
@@ -91,7 +88,7 @@ class Guarded:
         if self._snapshot is None:
             snap = torch.full_like(self.buffer, self._canary)
             end = self.lead + self.rows * self.stride
-            snap[self.lead:end].view(self.rows, self.stride)[:, :self.last].view(self._rows.shape).copy_(self._built)
+            write_input(snap[self.lead:end].view(self.rows, self.stride)[:, :self.last].view(self._rows.shape), self._built)
             self._snapshot = snap
         return self._snapshot
 
@@ -111,8 +108,11 @@ class Guarded:
 
     def _unchanged(self) -> bool:
         if self._built is None:
-            return torch.equal(_bits(self.buffer), _bits(self._snapshot))
-        if not torch.equal(_bits(self._rows), _bits(self._built)):
+            return same_bytes(self.buffer, self._snapshot)
+        if isinstance(self._built, TableRows):
+            if not self._built.equal(self._rows):
+                return False
+        elif not same_bytes(self._rows, self._built):
             return False
         want = self._want()
         return bool(torch.stack([(_bits(b) == want).all() for b in self._bands()]).all())
@@ -123,8 +123,11 @@ class Guarded:
         if self._built is None:
             return (_bits(self.buffer) == _bits(self._snapshot)).all()
         want = self._want()
-        return torch.stack([(_bits(self._rows) == _bits(self._built)).all()]
-                           + [(_bits(b) == want).all() for b in self._bands()]).all()
+        if isinstance(self._built, TableRows):
+            rows = [(_bits(d) == _bits(r)).all() for d, r in self._built.chunks(self._rows)]
+        else:
+            rows = [(_bits(self._rows) == _bits(self._built)).all()]
+        return torch.stack(rows + [(_bits(b) == want).all() for b in self._bands()]).all()
 
     def problem(self, when: str) -> str | None:
         """None if the buffer is bit-identical to its snapshot, else what changed and where."""
@@ -163,6 +166,14 @@ class Guarded:
         bits = int(_bits(item).cpu().item()) & ((1 << (8 * item.element_size())) - 1)
         width = 2 * item.element_size()
         return f"0x{bits:0{width}x} ({item.float().item() if item.dtype.is_floating_point else item.item()})"
+
+
+def write_input(dest, t) -> None:
+    """``dest.copy_(t)``, ``t`` a tensor or ``TableRows``."""
+    if isinstance(t, TableRows):
+        t.write_into(dest)
+    else:
+        dest.copy_(t)
 
 
 def first_problem(guards, when: str) -> str | None:

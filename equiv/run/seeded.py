@@ -30,7 +30,8 @@ import torch
 from equiv.run.calling import LAYOUTS, OFFSET, PAD_TO, SLICED_AFTER, SLICED_BEFORE, OTHER_SEED, Calling
 from equiv.errors import InvalidArgument
 from equiv.run.context import CONTEXTS
-from equiv.run.guard import Guarded, first_problem
+from equiv.run.guard import Guarded, first_problem, write_input
+from equiv.run.table_rows import TableRows
 
 __all__ = ["InputWritten", "Relabel", "Rotating", "call_in", "exception_line", "lay_out", "rewrite", "run_calls",
            "seeded_calls"]
@@ -116,6 +117,8 @@ def lay_out(t, name: str, layout: str) -> Guarded:
         return Guarded(t, name, stride=(max(_row_stride(t), t.shape[-1]) // PAD_TO + 1) * PAD_TO)
     if layout == "offset":
         return Guarded(t, name, offset=t.storage_offset() + OFFSET)
+    if layout == "sliced" and isinstance(t, TableRows):
+        t = t.materialize()                      # its rows are written around it: made whole
     if layout == "sliced" and t.shape[0]:
         # the wider batch is laid out from a broadcast row (no second copy of a large input), its
         # rows then written in place: the input's, and its rows 1, 2 before and its last 3 after
@@ -137,7 +140,7 @@ def rewrite(guard: Guarded, values, *, bump: bool = True, snapshot: bool = True)
     """Write ``values`` into ``guard.tensor`` in place (``copy_``: its version counter bumps; with
     ``bump=False`` through ``.data``, which shares the storage and not the counter) and take the
     guard's new snapshot (``snapshot=False``: the values are those of the snapshot already)."""
-    (guard.tensor if bump else guard.tensor.data).copy_(values)
+    write_input(guard.tensor if bump else guard.tensor.data, values)
     if snapshot:
         guard.retake()
 
@@ -160,8 +163,10 @@ class Relabel:
         for i in self.tables:
             if built[i] is not None and shift:
                 dest = dests[i] if bump else dests[i].data
-                dest[..., shift:].copy_(built[i][..., :vocab - shift])
-                dest[..., :shift].copy_(built[i][..., vocab - shift:])
+                pairs = built[i].chunks(dest) if isinstance(built[i], TableRows) else [(dest, built[i])]
+                for d, rows in pairs:
+                    d[..., shift:].copy_(rows[..., :vocab - shift])
+                    d[..., :shift].copy_(rows[..., vocab - shift:])
         for i in self.tokens:
             if built[i] is not None:
                 t = built[i]
@@ -229,7 +234,8 @@ def run_calls(fn, built, names, seeds, output_problem, calling: Calling | None =
     layouts = calling.layouts + ("as built",) * len(built)
     guards = [None if t is None else lay_out(t, name, lay)
               for t, name, lay in zip(built, names, layouts)] if guarded else []
-    args = [None if g is None else g.tensor for g in guards] if guarded else list(built)
+    args = [None if g is None else g.tensor for g in guards] if guarded else \
+        [t.materialize() if isinstance(t, TableRows) else t for t in built]
     dev = torch.device(device) if device is not None else next(a for a in reversed(args) if a is not None).device
     kept, gen = [], None                         # (live output, its copy, what it was)
 

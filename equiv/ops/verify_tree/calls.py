@@ -50,7 +50,7 @@ def draw(fn, device, payload) -> dict:
     seeded ``s + j * WINDOW_SEED_STRIDE`` (a window under the memory budget: ``run_draws``)."""
     recipe = TreeRecipe.parse(payload["recipe"])
     rows = payload.get("rows")
-    built = recipe.build(device, rows=rows)
+    built = recipe.build(device, rows=rows, table_rows=True)
     dev = built[3].device
     case_seeds = [int(s) for s in payload["seeds"]]
     trees = recipe.trees()

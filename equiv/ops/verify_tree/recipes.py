@@ -95,6 +95,10 @@ BANK = 16
 MODEL_BYTES = 192 * 2 ** 20
 # the disk cache of the banks (equiv.disk_cache): what draws them and the family's names
 CACHE_TAG, CACHE_SOURCES = "verify_tree", ("equiv.ops.verify_tree.recipes",)
+# and of the drawn trees (not EAGLE's): node by node in Python, 6 s of a GPU plan's wor trees on
+# one thread, 20 s of its gate where the judge's threads made them at once; cdf_draw draws them
+TREES_TAG, TREES_SOURCES = "verify_tree_trees", ("equiv.ops.verify_tree.recipes", "equiv.ops.verify.recipes")
+_TREE_FIELDS = ("parents", "tokens", "index", "state", "depth")
 _P = 2 ** 31 - 1
 _M = 1000003
 _MIX = 2654435761
@@ -143,10 +147,12 @@ class TreeRecipe(RecipeText):
     def trees(self) -> "Trees":
         return make_trees(self)
 
-    def build(self, device="cpu", rows=None):
+    def build(self, device="cpu", rows=None, table_rows: bool = False):
         """``(parents, draft_token_ids, draft_probs or None, target_probs)`` as torch tensors;
         ``rows = (start, stop)`` builds those rows of the batch alone, each as it is in the whole
-        batch (a call of a window of rows under the memory budget: draws.run_draws)."""
+        batch (a call of a window of rows under the memory budget: draws.run_draws);
+        ``table_rows``: the laws as ``equiv.run.table_rows.TableRows`` of the bank, gathered where
+        the guard band writes them (the judge's calls: calls.draw)."""
         # torch: 2.9 s to import (-X importtime, busy 2-core CPU; ~1.2 s idle)
         import torch  # lazy: recipes are parsed and judged without torch
 
@@ -154,8 +160,12 @@ class TreeRecipe(RecipeText):
         a, b = (0, self.batch) if rows is None else (int(rows[0]), int(rows[1]))
         target_laws, draft_laws = _laws_on((self.family, self.seed, self.vocab), str(device))
         index = torch.from_numpy(t.index[a:b]).to(target_laws.device)
-        target = target_laws[index]                       # [B, N, V]: gathered where the call runs
-        draft = draft_laws[index] if self.probs else None
+        if table_rows:
+            from equiv.run.table_rows import TableRows
+            target, draft = TableRows(target_laws, index), TableRows(draft_laws, index) if self.probs else None
+        else:
+            target = target_laws[index]                   # [B, N, V]: gathered where the call runs
+            draft = draft_laws[index] if self.probs else None
         return (torch.from_numpy(t.parents[a:b].copy()).to(device), torch.from_numpy(t.tokens[a:b].copy()).to(device),
                 draft, target)
 
@@ -449,9 +459,24 @@ def make_trees(r: TreeRecipe) -> Trees:
         one = make_trees(r.with_(batch=r.n_problems, problems=0))
         b = r.rows()
         return Trees(one.parents[b], one.tokens[b], one.index[b], one.state[b], one.depth[b], one.max_depth)
-    m = r.model()
     if r.eagle:
-        return _placed(_eagle_trees(r, m), r)
+        return _placed(_eagle_trees(r, r.model()), r)
+    B, N = r.batch, r.nodes
+    got = disk_cache.arrays(TREES_TAG, TREES_SOURCES, f"trees {r.with_(probs=1)}",
+                            lambda: _fields(_placed(_drawn_trees(r), r)),
+                            {name: ((B, N), np.int64) for name in _TREE_FIELDS})
+    return Trees(*(got[name] for name in _TREE_FIELDS), int(got["depth"].max()))
+
+
+def _fields(t: Trees) -> dict:
+    return {name: getattr(t, name) for name in _TREE_FIELDS}
+
+
+def _drawn_trees(r: TreeRecipe):
+    """The trees of a recipe that is not EAGLE's, node by node (``drafts``: the top-k, i.i.d. or
+    without-replacement children of each node's draft law): compact ``(parents, tokens, state,
+    depth)``."""
+    m = r.model()
     B, N, V = r.batch, r.nodes, r.vocab
     parents, depth = _row_shapes(r)
     trng = _rng(r, _SALT_TOKENS)
@@ -471,7 +496,7 @@ def make_trees(r: TreeRecipe) -> Trees:
         tok = _child_tokens(r.drafts, m, law, slot[:, i], trng, tokens, parents, i)
         tokens[here, i] = tok[here]
         state[here, i] = step(state[rows[here], par[here]], tok[here])
-    return _placed((parents, tokens, state, depth), r)
+    return parents, tokens, state, depth
 
 
 def _placed(tree, r: TreeRecipe) -> Trees:

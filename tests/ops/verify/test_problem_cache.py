@@ -1,5 +1,6 @@
 """The verifiers' candidate-independent laws kept on disk (equiv.disk_cache): the chain's problems
-(``recipes._problems``) and the tree's banks (``verify_tree.recipes.tree_model``).
+(``recipes._problems``), the tree's banks (``verify_tree.recipes.tree_model``) and its drawn
+trees (``verify_tree.recipes.make_trees``).
 
 Plan: what is read back is the very bits made, for every family and draft kind; a warm read
 makes nothing; a torn file, a file of another shape or with an array missing is made again,
@@ -124,6 +125,47 @@ def test_tree_a_file_of_another_shape_is_made_again_and_off_writes_nothing(cache
     tree.tree_model("flat", 3, 40)
     VerifyRecipe(seed=9, batch=2, n=1, vocab=30).make_problems()
     assert _files(cache) == before
+
+
+def _trees(r):
+    tree.make_trees.cache_clear()
+    return tree.make_trees(r)
+
+
+def test_tree_drawn_trees_read_back_are_the_trees_made(cache, monkeypatch):
+    """Every construction's trees (holes, shared problems, parts too) come back from the disk cache
+    as drawn, nothing drawn again; a part's are its own; EAGLE's trees are made (not kept)."""
+    recipes = [tree.TreeRecipe.parse(text) for text in (
+        "realistic:seed=2,batch=30,vocab=40,nodes=9,depth=3,fanout=3,drafts=wor",
+        "sparse:seed=2,batch=30,vocab=40,nodes=9,depth=3,fanout=3,drafts=wor,part=1",
+        "flat:seed=2,batch=30,vocab=40,nodes=9,depth=3,fanout=2,drafts=iid,holes=1",
+        "peaked:seed=2,batch=30,vocab=40,nodes=7,depth=2,fanout=2,drafts=topk,problems=4,probs=0")]
+    with monkeypatch.context() as m:
+        m.setenv("EQUIV_CACHE", "0")
+        fresh = [_trees(r) for r in recipes]
+    made = [_trees(r) for r in recipes]
+    with monkeypatch.context() as m:             # warm: nothing drawn
+        m.setattr(tree, "_drawn_trees", lambda r: pytest.fail(f"drew {r} again"))
+        read = [_trees(r) for r in recipes]
+    for r, a, b, c in zip(recipes, fresh, made, read):
+        for field in ("parents", "tokens", "index", "state", "depth", "max_depth"):
+            x, y, z = getattr(a, field), getattr(b, field), getattr(c, field)
+            assert np.array_equal(x, y) and np.array_equal(x, z) and np.asarray(z).dtype == np.asarray(x).dtype, (r, field)
+    assert not np.array_equal(fresh[0].tokens, _trees(recipes[0].with_(part=1)).tokens)
+    eagle = tree.TreeRecipe.parse("realistic:seed=2,batch=5,vocab=40,nodes=9,depth=3,fanout=3,eagle=1")
+    before = _files(cache)
+    _trees(eagle)
+    assert [p for p in _files(cache) if p.parent.name.startswith("verify_tree_trees-")] == \
+        [p for p in before if p.parent.name.startswith("verify_tree_trees-")]
+
+
+def test_tree_a_torn_trees_file_is_drawn_again(cache):
+    r = tree.TreeRecipe.parse("realistic:seed=5,batch=12,vocab=30,nodes=6,depth=2,fanout=2,drafts=wor")
+    want = _trees(r)
+    (path,) = [p for p in _files(cache) if p.parent.name.startswith("verify_tree_trees-")]
+    path.write_bytes(path.read_bytes()[:300])
+    got = _trees(r)
+    assert np.array_equal(got.tokens, want.tokens) and np.array_equal(got.parents, want.parents)
 
 
 def test_the_arrays_format_gives_back_every_name_shape_dtype_and_bit(tmp_path):
