@@ -127,3 +127,25 @@ def test_same_bytes_sees_one_bit_and_another_shape():
     assert not same_bytes(a, a[:999]) and not same_bytes(a, a.double())
     z = torch.tensor([0.0])
     assert not same_bytes(z, -z)                        # equal values, other bits
+
+
+def test_a_write_into_the_padding_by_the_call_on_other_contents_is_seen_at_the_first_judged_call():
+    """A rewritten history writes the other contents and then the case's rows back over the input:
+    the rows alone, so a band the first call wrote into is seen, rows of a table as for a tensor."""
+    from equiv.run.calling import Calling
+    from equiv.run.seeded import run_calls
+    rows = _rows("cpu", shape=(6, 2), V=9)
+    calls = []
+
+    def fn(d, q, p, gen):
+        calls.append(1)
+        if len(calls) == 1:                      # the call on other contents alone
+            torch.as_strided(p, (1,), (1,), p.storage_offset() + 9).fill_(0.5)   # row 0's padding
+        return torch.zeros(6, 2, dtype=torch.int64)
+    for p in (rows, rows.materialize()):
+        calls.clear()
+        built = [torch.zeros(6, 1, dtype=torch.int64), p[:, :1] if isinstance(p, TableRows) else p[:, :1].contiguous(), p]
+        c = Calling(("grad",) * 2, ("fresh",) * 2, "rewritten", ("as built", "as built", "padded"))
+        _, problem, cause = run_calls(fn, built, ("d", "q", "p"), (1, 2), lambda out: None, c,
+                                      relabel=Relabel(tokens=(0,), tables=(1, 2)))
+        assert cause == "input write" and "wrote past its input p" in problem and "padding of row 0" in problem, problem

@@ -140,8 +140,8 @@ def rewrite(guard: Guarded, values, *, bump: bool = True, snapshot: bool = True)
     """Write ``values`` into ``guard.tensor`` in place (``copy_``: its version counter bumps; with
     ``bump=False`` through ``.data``, which shares the storage and not the counter) and take the
     guard's new snapshot (``snapshot=False``: the values are those of the snapshot already)."""
-    write_input(guard.tensor if bump else guard.tensor.data, values)
-    if snapshot:
+    write_input(guard.tensor if bump else guard.tensor.data, values)     # the rows alone: a write
+    if snapshot:                                                          # into the bands stays seen
         guard.retake()
 
 
@@ -163,10 +163,11 @@ class Relabel:
         for i in self.tables:
             if built[i] is not None and shift:
                 dest = dests[i] if bump else dests[i].data
-                pairs = built[i].chunks(dest) if isinstance(built[i], TableRows) else [(dest, built[i])]
-                for d, rows in pairs:
-                    d[..., shift:].copy_(rows[..., :vocab - shift])
-                    d[..., :shift].copy_(rows[..., vocab - shift:])
+                if isinstance(built[i], TableRows):
+                    write_input(dest, built[i].rolled(shift))
+                    continue
+                dest[..., shift:].copy_(built[i][..., :vocab - shift])
+                dest[..., :shift].copy_(built[i][..., vocab - shift:])
         for i in self.tokens:
             if built[i] is not None:
                 t = built[i]

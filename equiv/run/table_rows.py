@@ -60,7 +60,21 @@ class TableRows:
         return TableRows(self.table, self.index[key])
 
     def materialize(self):
-        return self.table[self.index]
+        """The tensor (``index_select``'s row copies: ``table[index]``, torch's indexing kernel,
+        runs element by element on the CPU)."""
+        return torch.index_select(self.table, 0, self.index.reshape(-1)).view(self.shape)
+
+    def rolled(self, shift: int) -> "TableRows":
+        """These rows rolled by ``shift`` along the last dimension (``torch.roll`` of the table)."""
+        return TableRows(torch.roll(self.table, shift, 1), self.index)
+
+    def write_padded(self, body, pad) -> None:
+        """``body`` (``[n, S]``, contiguous, ``S`` at least ``V``) takes these rows in its first
+        ``V`` columns and ``pad`` in the rest: one ``index_select`` of the table padded so."""
+        K, V = self.table.shape
+        padded = torch.full((K, body.shape[1]), pad, dtype=self.dtype, device=self.device)
+        padded[:, :V] = self.table
+        torch.index_select(padded, 0, self.index.reshape(-1), out=body)
 
     def write_into(self, dest) -> None:
         """``dest`` (a tensor of this shape) takes these rows: one ``index_select`` into it where
