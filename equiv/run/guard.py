@@ -5,11 +5,12 @@ Plan
 - The inputs cross to the worker as descriptions (``equiv.run.inputs``: a recipe, ``Raw``
   values, ``Seeded``); ``build_inputs`` builds them there. Torch is imported at the top: this
   module runs where the candidate is called (the worker, or in-process for our own paths).
-- ``Guarded(t)`` copies each input tensor (or ``equiv.run.table_rows.TableRows``, rows of a
-  table written a chunk at a time, and compared so after the call) into a larger buffer: the rows keep the stride they were
-  built with (a Recipe's ``pad`` makes them non-contiguous), the padding of every row, a band
-  after the last row and a band of ``LEAD_BYTES`` before the first row hold canary values (large
-  finite numbers, which also win an argmax that reads past the row). The leading band gives
+- ``Guarded(t)`` copies each input tensor (or ``equiv.run.table_rows.TableRows``: rows of a
+  table, which write themselves into the buffer and compare it with the table after the call)
+  into a larger buffer: the rows keep the stride they were built with (a Recipe's ``pad`` makes
+  them non-contiguous), the padding of every row, a band after the last row and a band of
+  ``LEAD_BYTES`` before the first row hold canary values (large finite numbers, which also win
+  an argmax that reads past the row). The leading band gives
   every input a nonzero ``storage_offset()``, as a slice of an engine's larger buffer has: a
   kernel that reads from the storage's base instead of the tensor's first element reads
   canaries. It keeps the data 256-byte aligned, as a fresh allocation is, unless the input was
@@ -91,7 +92,8 @@ class Guarded:
         if self._snapshot is None:
             snap = torch.full_like(self.buffer, self._canary)
             end = self.lead + self.rows * self.stride
-            write_input(snap[self.lead:end].view(self.rows, self.stride)[:, :self.last].view(self._rows.shape), self._built)
+            rows = snap[self.lead:end].view(self.rows, self.stride)[:, :self.last]
+            write_input(rows.view(self._rows.shape), self._built)
             self._snapshot = snap
         return self._snapshot
 
